@@ -1,0 +1,47 @@
+# Lifeboat's entry points. `make demo` and `make test` are the two commands a
+# newcomer needs; the rest are building blocks.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+BIN := bin/lifeboat
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/lifeboat-io/lifeboat/internal/buildinfo.Version=$(VERSION)
+
+.PHONY: build generate test test-unit cluster demo bench tools lint clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lifeboat
+
+# Deepcopy code and CRD manifests, from the api/ markers, by a pinned controller-gen.
+generate:
+	cg=$$(hack/gotool.sh controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen); \
+	$$cg object:headerFile=hack/boilerplate.go.txt paths=./api/... ; \
+	$$cg crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
+	gofmt -w api
+
+# The pinned local API server, etcd and S3 server that the tests start.
+tools:
+	hack/cluster-bins.sh >/dev/null
+	hack/versitygw.sh >/dev/null
+
+# Everything: unit, envtest and end-to-end tests.
+test: tools
+	$(GO) vet ./...
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) test -count=1 -timeout 30m ./...
+
+test-unit:
+	$(GO) test -count=1 -short ./...
+
+# A local kube-apiserver with etcd, in the foreground, until interrupted.
+# Writes an admin kubeconfig to .lifeboat/kubeconfig.
+cluster:
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) run ./hack/localcluster --kubeconfig .lifeboat/kubeconfig
+
+demo: build
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) hack/demo.sh
+
+bench: build
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) bench/run.sh
+
+clean:
+	rm -rf bin .lifeboat

@@ -1,0 +1,26 @@
+package v1
+
+// Labels and annotations shared with Velero. Their values are part of the
+// compatibility contract: Velero's tools select objects by them.
+const (
+	// BackupNameLabel marks objects that belong to a backup (requests, restored items).
+	BackupNameLabel = "velero.io/backup-name"
+	// BackupUIDLabel is the UID of the backup an object belongs to.
+	BackupUIDLabel = "velero.io/backup-uid"
+	// RestoreNameLabel marks objects created by a restore.
+	RestoreNameLabel = "velero.io/restore-name"
+	// StorageLocationLabel names the BackupStorageLocation a backup is stored in.
+	StorageLocationLabel = "velero.io/storage-location"
+	// ScheduleNameLabel marks backups created by a schedule.
+	ScheduleNameLabel = "velero.io/schedule-name"
+	// GCFailureLabel says why garbage collection could not delete an expired backup.
+	GCFailureLabel = "velero.io/gc-failure"
+
+	// DefaultNamespace is where the server and its objects live unless told otherwise.
+	DefaultNamespace = "velero"
+	// DefaultBackupTTL is how long a backup is kept when spec.ttl is not set.
+	DefaultBackupTTLHours = 720
+	// BackupFormatVersion is the version of the tarball layout, written to
+	// metadata/version and status.formatVersion.
+	BackupFormatVersion = "1.1.0"
+)

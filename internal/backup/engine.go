@@ -1,0 +1,358 @@
+// Package backup collects a cluster's resources and streams them into a
+// Velero-compatible backup in object storage. It lists each resource type
+// once (or once per namespace when only a few namespaces are wanted), pages
+// straight from the API server into the archive, and never holds the whole
+// backup in memory.
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+)
+
+// Engine runs backups against one cluster.
+type Engine struct {
+	discovery discovery.DiscoveryInterface
+	lister    pageLister
+	// ListWorkers bounds concurrent LISTs.
+	ListWorkers int
+	// Log receives one line per backup (start, end) and per failure.
+	Log *slog.Logger
+}
+
+// NewEngine builds an engine over the cluster cfg points at.
+func NewEngine(cfg *rest.Config, listWorkers int, log *slog.Logger) (*Engine, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating kubernetes client: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{
+		discovery:   cs.Discovery(),
+		lister:      pageLister{client: cs.CoreV1().RESTClient()},
+		ListWorkers: listWorkers,
+		Log:         log,
+	}, nil
+}
+
+// ProgressFunc receives the running counts of a backup, at most once a second.
+type ProgressFunc func(v1.BackupProgress)
+
+// Outcome is how a backup ended: the status fields the caller records.
+type Outcome struct {
+	Phase         v1.BackupPhase
+	FailureReason string
+	Warnings      int
+	Errors        int
+	Progress      v1.BackupProgress
+	Completion    time.Time
+}
+
+// Run backs up what b's spec selects into store. b must carry the status the
+// backup started with (phase InProgress, start time, expiration); Run writes
+// b.Status as the final `velero-backup.json`, last, so that a backup is only
+// visible in the store once everything else is there. Fatal problems
+// (storage failures, a cancelled context) end in phase Failed, with every
+// object already written removed except the log and the failed backup's
+// metadata.
+func (e *Engine) Run(ctx context.Context, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) Outcome {
+	r, err := newRun(e, b, store, progress)
+	if err != nil {
+		return Outcome{Phase: v1.BackupPhaseFailed, FailureReason: err.Error(), Completion: time.Now()}
+	}
+	defer r.close()
+	return r.execute(ctx)
+}
+
+// run is the state of one backup.
+type run struct {
+	e        *Engine
+	b        *v1.Backup
+	store    *storage.BackupStore
+	progress ProgressFunc
+	log      *backupLog
+	results  resultsRecorder
+	// resourceList maps "v1/ConfigMap" to "ns/name" entries, as Velero writes it.
+	resourceList map[string][]string
+	// namespacesWithItems are the namespaces that items were stored from.
+	namespacesWithItems map[string]bool
+	backedUp            int
+	lastReport          time.Time
+}
+
+func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
+	lg, err := newBackupLog(b)
+	if err != nil {
+		return nil, err
+	}
+	if progress == nil {
+		progress = func(v1.BackupProgress) {}
+	}
+	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: map[string][]string{}, namespacesWithItems: map[string]bool{}}, nil
+}
+
+func (r *run) close() { r.log.discard() }
+
+func (r *run) execute(ctx context.Context) Outcome {
+	name := r.b.Name
+	start := time.Now()
+	r.log.Info("starting backup", "backup", r.b.Namespace+"/"+name)
+	r.e.Log.Info("backup started", "backup", r.b.Namespace+"/"+name)
+
+	err := r.collectAndUpload(ctx)
+	out := Outcome{Completion: time.Now(), Progress: v1.BackupProgress{TotalItems: r.backedUp, ItemsBackedUp: r.backedUp}}
+	res := r.results.snapshot()
+	out.Warnings, out.Errors = res.Warnings.Count(), res.Errors.Count()
+	switch {
+	case err != nil:
+		out.Phase, out.FailureReason = v1.BackupPhaseFailed, err.Error()
+	case out.Errors > 0:
+		out.Phase = v1.BackupPhasePartiallyFailed
+	default:
+		out.Phase = v1.BackupPhaseCompleted
+	}
+	r.log.Info("backup finished", "phase", out.Phase, "items", r.backedUp, "warnings", out.Warnings,
+		"errors", out.Errors, "duration", time.Since(start).Round(time.Millisecond).String())
+
+	if err == nil {
+		if err = r.finish(ctx, out, res); err != nil {
+			out.Phase, out.FailureReason = v1.BackupPhaseFailed, err.Error()
+			r.log.Error("writing the backup's files failed", "error", err)
+		}
+	}
+	if out.Phase == v1.BackupPhaseFailed {
+		r.abandon(ctx, out)
+	}
+	r.e.Log.Info("backup ended", "backup", r.b.Namespace+"/"+name, "phase", out.Phase, "items", r.backedUp,
+		"warnings", out.Warnings, "errors", out.Errors, "duration", time.Since(start).Round(time.Millisecond).String(),
+		"failureReason", out.FailureReason)
+	return out
+}
+
+// collectAndUpload streams the archive to the store while the cluster is
+// listed. Only storage and cancellation errors come back; per-type list
+// failures are recorded as backup errors.
+func (r *run) collectAndUpload(ctx context.Context) error {
+	exists, err := r.store.BackupExists(ctx, r.b.Name)
+	if err != nil {
+		return fmt.Errorf("checking the storage location for an existing backup: %w", err)
+	}
+	if exists {
+		return fmt.Errorf("a backup named %q already exists in storage location %q; choose another name", r.b.Name, r.b.Spec.StorageLocation)
+	}
+	p, err := r.plan(ctx)
+	if err != nil {
+		return err
+	}
+
+	pr, pw := io.Pipe()
+	uploadDone := make(chan error, 1)
+	go func() {
+		err := r.store.PutBackupContents(ctx, r.b.Name, pr)
+		// Unblock the writer if the upload gave up early.
+		pr.CloseWithError(errors.Join(err, errors.New("upload ended")))
+		uploadDone <- err
+	}()
+
+	werr := r.writeArchive(ctx, p, pw)
+	pw.CloseWithError(werr)
+	uerr := <-uploadDone
+	if uerr != nil {
+		return fmt.Errorf("uploading the backup archive: %w", uerr)
+	}
+	if werr != nil {
+		return werr
+	}
+	return nil
+}
+
+func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
+	startedAt := r.b.CreationTimestamp.Time
+	if r.b.Status.StartTimestamp != nil {
+		startedAt = r.b.Status.StartTimestamp.Time
+	}
+	aw := archive.NewWriter(w, startedAt)
+	if err := aw.WriteVersion(); err != nil {
+		return fmt.Errorf("writing the archive: %w", err)
+	}
+	c := &collector{lister: r.e.lister, window: r.e.ListWorkers}
+	onListError := func(job listJob, err error) {
+		r.results.error(job.Namespace, err.Error())
+		r.log.Error("listing failed", "resource", job.Type.GroupResource().String(), "namespace", job.Namespace, "error", err)
+	}
+	perType := map[schema.GroupResource]int{}
+	writtenCRDs := map[string]bool{}
+	consume := func(job listJob, pg *page) error {
+		gr := job.Type.GroupResource()
+		grs := gr.String()
+		n := 0
+		for _, it := range pg.Items {
+			if job.WriteIf != nil && !job.WriteIf(it) {
+				continue
+			}
+			n++
+			if it.Namespace != "" {
+				r.namespacesWithItems[it.Namespace] = true
+			}
+			ref := archive.ItemRef{GroupResource: grs, Version: job.Type.GVR.Version, Namespace: it.Namespace, Name: it.Name}
+			if err := aw.WriteItem(ref, it.JSON); err != nil {
+				return fmt.Errorf("writing the archive: %w", err)
+			}
+			r.addToResourceList(job.Type, it.Namespace, it.Name)
+			if gr == crdResource {
+				writtenCRDs[it.Name] = true
+			}
+		}
+		r.backedUp += n
+		perType[gr] += n
+		r.reportProgress(c, false)
+		return nil
+	}
+	if err := c.run(ctx, p.jobs, onListError, consume); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("backup stopped before it finished: %w", context.Cause(ctx))
+		}
+		return err
+	}
+	types := make([]schema.GroupResource, 0, len(perType))
+	for gr, n := range perType {
+		if n > 0 {
+			types = append(types, gr)
+		}
+	}
+	if p.crdType != nil {
+		if err := r.writeCRDs(ctx, aw, *p.crdType, types, writtenCRDs); err != nil {
+			return err
+		}
+	}
+	if err := aw.Close(); err != nil {
+		return fmt.Errorf("finishing the archive: %w", err)
+	}
+	sort.Slice(types, func(i, j int) bool { return types[i].String() < types[j].String() })
+	for _, gr := range types {
+		r.log.Info("backed up resource type", "resource", gr.String(), "items", perType[gr])
+	}
+	r.reportProgress(c, true)
+	return nil
+}
+
+func (r *run) addToResourceList(rt resourceType, namespace, name string) {
+	entry := name
+	if namespace != "" {
+		entry = namespace + "/" + name
+	}
+	key := rt.resourceListKey()
+	r.resourceList[key] = append(r.resourceList[key], entry)
+}
+
+func (r *run) reportProgress(c *collector, final bool) {
+	now := time.Now()
+	if !final && now.Sub(r.lastReport) < time.Second {
+		return
+	}
+	r.lastReport = now
+	total := int(c.total.Load())
+	if final || total < r.backedUp {
+		total = r.backedUp
+	}
+	r.progress(v1.BackupProgress{TotalItems: total, ItemsBackedUp: r.backedUp})
+}
+
+// finish writes the small files and, last, the backup's metadata.
+func (r *run) finish(ctx context.Context, out Outcome, res Results) error {
+	for _, entries := range r.resourceList {
+		sort.Strings(entries)
+	}
+	name := r.b.Name
+	steps := []struct {
+		what string
+		put  func() error
+	}{
+		{"resource list", func() error { return r.store.PutResourceList(ctx, name, r.resourceList) }},
+		{"results", func() error { return r.store.PutBackupResults(ctx, name, res) }},
+		{"item operations", func() error { return r.store.PutItemOperations(ctx, name, []any{}) }},
+		{"volume snapshots", func() error { return r.store.PutVolumeSnapshots(ctx, name, nil) }},
+		{"pod volume backups", func() error { return r.store.PutPodVolumeBackups(ctx, name, nil) }},
+		{"volume info", func() error { return r.store.PutVolumeInfo(ctx, name, []any{}) }},
+		{"log", func() error { return r.uploadLog(ctx) }},
+		{"metadata", func() error { return r.putMetadata(ctx, out) }},
+	}
+	for _, s := range steps {
+		if err := s.put(); err != nil {
+			return fmt.Errorf("uploading the backup's %s: %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+func (r *run) uploadLog(ctx context.Context) error {
+	rd, err := r.log.reader()
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	return r.store.PutBackupLog(ctx, r.b.Name, rd)
+}
+
+func (r *run) putMetadata(ctx context.Context, out Outcome) error {
+	b := r.b.DeepCopy()
+	ApplyOutcome(b, out)
+	b.APIVersion, b.Kind = v1.SchemeGroupVersion.String(), "Backup"
+	b.ManagedFields = nil
+	data, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encoding the backup: %w", err)
+	}
+	return r.store.PutBackupMetadata(ctx, r.b.Name, data)
+}
+
+// abandon removes what a failed backup wrote, so nothing in the store looks
+// like a usable backup, then leaves the log and the failed backup's metadata
+// so that `backup logs` and `backup describe` can say what happened. A
+// cancelled ctx gets a short grace period of its own for this cleanup.
+func (r *run) abandon(ctx context.Context, out Outcome) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.store.DeleteBackup(cctx, r.b.Name); err != nil {
+		r.e.Log.Error("removing a failed backup's files", "backup", r.b.Namespace+"/"+r.b.Name, "error", err)
+		return
+	}
+	r.log.Error("backup failed", "reason", out.FailureReason)
+	if err := r.uploadLog(cctx); err != nil {
+		r.e.Log.Error("uploading a failed backup's log", "backup", r.b.Namespace+"/"+r.b.Name, "error", err)
+	}
+	if err := r.putMetadata(cctx, out); err != nil {
+		r.e.Log.Error("uploading a failed backup's metadata", "backup", r.b.Namespace+"/"+r.b.Name, "error", err)
+	}
+}
+
+// ApplyOutcome copies how a backup ended onto its status.
+func ApplyOutcome(b *v1.Backup, out Outcome) {
+	b.Status.Phase = out.Phase
+	b.Status.FailureReason = out.FailureReason
+	b.Status.Warnings = out.Warnings
+	b.Status.Errors = out.Errors
+	p := out.Progress
+	b.Status.Progress = &p
+	if !out.Completion.IsZero() {
+		t := metav1Time(out.Completion)
+		b.Status.CompletionTimestamp = &t
+	}
+}

@@ -1,0 +1,161 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/lifeboat-io/lifeboat/internal/selection"
+)
+
+// perNamespaceLimit is the largest explicit namespace list that is listed
+// namespace by namespace. Past it, one cluster-wide LIST per type filtered
+// here is cheaper than (types × namespaces) mostly empty LISTs.
+const perNamespaceLimit = 3
+
+var namespacesResource = schema.GroupResource{Resource: "namespaces"}
+
+// plan is what a backup will collect.
+type plan struct {
+	// jobs are the LISTs to run, in archive order.
+	jobs []listJob
+	// crdType, when set, is the CRD resource type: the definitions of
+	// custom resources in the backup are added with them.
+	crdType *resourceType
+}
+
+// plan turns the backup's spec into the LISTs to run.
+func (r *run) plan(ctx context.Context) (*plan, error) {
+	types, lists, derr := discoverResources(r.e.discovery)
+	if types == nil && derr != nil {
+		return nil, derr
+	}
+	if derr != nil {
+		// Some API groups could not be discovered: back up the rest, and
+		// say the backup is incomplete.
+		r.results.serverError(derr.Error())
+		r.log.Error("discovery was incomplete", "error", derr)
+	}
+	spec := r.b.Spec.DeepCopy()
+	// Namespaces labelled velero.io/exclude-from-backup=true are left out
+	// as if the spec excluded them, as Velero does.
+	excludedNS, err := r.labelledExcludedNamespaces(ctx, types)
+	if err != nil {
+		return nil, err
+	}
+	spec.ExcludedNamespaces = append(spec.ExcludedNamespaces, excludedNS...)
+
+	resources, errs := selection.NewResourceFilter(spec, selection.NewDiscoveryResolver(lists))
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid resource filters: %w", joinErrors(errs))
+	}
+	for _, w := range resources.Warnings() {
+		r.results.warning("", w)
+	}
+	labels, err := selection.NewLabelMatcher(spec)
+	if err != nil {
+		return nil, fmt.Errorf("invalid label selector: %w", err)
+	}
+	namespaces := resources.Namespaces()
+
+	serverSelector := ""
+	keepLabels := labels.Matches
+	if sel, ok := labels.Selector(); ok && !sel.Empty() {
+		serverSelector = sel.String()
+		keepLabels = nil
+	}
+	explicit, isExplicit := namespaces.ExplicitNamespaces()
+	perNamespace := isExplicit && len(explicit) <= perNamespaceLimit
+
+	p := &plan{}
+	var namespaceJob *listJob
+	for _, rt := range types {
+		gr := rt.GroupResource()
+		if gr == crdResource && resources.ShouldIncludeAdditionalItem(gr, false) {
+			p.crdType = &rt
+		}
+		switch {
+		case !resources.ShouldIncludeResource(gr, rt.Namespaced):
+			continue
+		case gr == namespacesResource:
+			namespaceJob = &listJob{Type: rt, Keep: func(it rawItem) bool {
+				return namespaces.ShouldInclude(it.Name) && !selection.ExcludedFromBackup(it.Labels)
+			}}
+			if labels.Selects() && namespaces.IncludesAll() {
+				// A whole-cluster backup with a label selector keeps the
+				// namespaces that match it or hold items it kept.
+				namespaceJob.WriteIf = func(it rawItem) bool {
+					return labels.Matches(it.Labels) || r.namespacesWithItems[it.Name]
+				}
+			}
+		case !rt.Namespaced:
+			p.jobs = append(p.jobs, listJob{Type: rt, LabelSelector: serverSelector, Keep: itemKeep(keepLabels, nil)})
+		case perNamespace:
+			for _, ns := range explicit {
+				p.jobs = append(p.jobs, listJob{Type: rt, Namespace: ns, LabelSelector: serverSelector, Keep: itemKeep(keepLabels, nil)})
+			}
+		default:
+			var keepNS func(string) bool
+			if !namespaces.IncludesAll() {
+				keepNS = namespaces.ShouldInclude
+			}
+			p.jobs = append(p.jobs, listJob{Type: rt, LabelSelector: serverSelector, Keep: itemKeep(keepLabels, keepNS)})
+		}
+	}
+	// Namespaces go last: which of them to keep can depend on the items
+	// found in them.
+	if namespaceJob != nil {
+		p.jobs = append(p.jobs, *namespaceJob)
+	}
+	return p, nil
+}
+
+// labelledExcludedNamespaces lists the namespaces labelled to be left out
+// of every backup.
+func (r *run) labelledExcludedNamespaces(ctx context.Context, types []resourceType) ([]string, error) {
+	for _, rt := range types {
+		if rt.GroupResource() != namespacesResource {
+			continue
+		}
+		var names []string
+		cont := ""
+		for {
+			pg, err := r.e.lister.list(ctx, rt, "", selection.ExcludeFromBackupLabel+"=true", cont)
+			if err != nil {
+				return nil, fmt.Errorf("finding namespaces labelled %s: %w", selection.ExcludeFromBackupLabel, err)
+			}
+			for _, it := range pg.Items {
+				names = append(names, it.Name)
+			}
+			if pg.Continue == "" {
+				return names, nil
+			}
+			cont = pg.Continue
+		}
+	}
+	return nil, nil
+}
+
+// itemKeep combines the per-item filters of a job. Items labelled
+// velero.io/exclude-from-backup=true never pass.
+func itemKeep(keepLabels func(map[string]string) bool, keepNS func(string) bool) func(rawItem) bool {
+	return func(it rawItem) bool {
+		if keepNS != nil && !keepNS(it.Namespace) {
+			return false
+		}
+		if keepLabels != nil && !keepLabels(it.Labels) {
+			return false
+		}
+		return !selection.ExcludedFromBackup(it.Labels)
+	}
+}
+
+func joinErrors(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}

@@ -1,0 +1,178 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/backup"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
+)
+
+// BackupReconciler runs new Backups: it validates them, hands them to the
+// backup engine and records how they ended.
+type BackupReconciler struct {
+	Client     client.Client
+	Engine     *backup.Engine
+	Locations  *locations.Resolver
+	DefaultTTL time.Duration
+	Log        *slog.Logger
+
+	// running holds the backups this process is executing, to tell a backup
+	// in progress here from one left InProgress by a server that died.
+	running sync.Map
+}
+
+// SetupWithManager registers the reconciler. Backups run one at a time, as
+// in Velero: a backup is bound by the API server and the store, and two at
+// once would only share them.
+func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Backup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Named("backup").
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var b v1.Backup
+	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	switch b.Status.Phase {
+	case "", v1.BackupPhaseNew:
+		return ctrl.Result{}, r.runBackup(ctx, &b)
+	case v1.BackupPhaseInProgress:
+		if _, ok := r.running.Load(req.NamespacedName); ok {
+			return ctrl.Result{}, nil
+		}
+		// Nothing can resume a half-written archive; say so instead of
+		// leaving the backup InProgress forever.
+		return ctrl.Result{}, r.patchStatus(ctx, &b, func(s *v1.BackupStatus) {
+			s.Phase = v1.BackupPhaseFailed
+			s.FailureReason = "the server stopped while this backup was in progress; create a new backup"
+			now := metav1.Now()
+			s.CompletionTimestamp = &now
+		})
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
+	log := r.Log.With("backup", b.Namespace+"/"+b.Name)
+	if msgs := backup.Validate(&b.Spec); len(msgs) > 0 {
+		return r.failValidation(ctx, b, msgs)
+	}
+	bsl, err := r.Locations.Find(ctx, b.Spec.StorageLocation)
+	var nf *locations.NotFoundError
+	if errors.As(err, &nf) {
+		return r.failValidation(ctx, b, []string{"spec.storageLocation: " + nf.Error()})
+	}
+	if err != nil {
+		return err
+	}
+	if bsl.Spec.AccessMode == v1.BackupStorageLocationAccessModeReadOnly {
+		return r.failValidation(ctx, b, []string{fmt.Sprintf("spec.storageLocation: BackupStorageLocation %q is ReadOnly; choose a ReadWrite location or change its spec.accessMode", bsl.Name)})
+	}
+
+	// Record the location the backup goes to, as Velero does, so that
+	// `backup get` and later deletion know where it is.
+	if b.Spec.StorageLocation != bsl.Name || b.Labels[v1.StorageLocationLabel] != bsl.Name {
+		orig := b.DeepCopy()
+		b.Spec.StorageLocation = bsl.Name
+		if b.Labels == nil {
+			b.Labels = map[string]string{}
+		}
+		b.Labels[v1.StorageLocationLabel] = bsl.Name
+		if err := r.Client.Patch(ctx, b, client.MergeFrom(orig)); err != nil {
+			return fmt.Errorf("recording the backup's storage location: %w", err)
+		}
+	}
+
+	now := metav1.Now()
+	ttl := b.Spec.TTL.Duration
+	if ttl == 0 {
+		ttl = r.DefaultTTL
+	}
+	expiration := metav1.NewTime(now.Add(ttl))
+	key := client.ObjectKeyFromObject(b)
+	r.running.Store(key, struct{}{})
+	defer r.running.Delete(key)
+	if err := r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
+		s.Phase = v1.BackupPhaseInProgress
+		s.StartTimestamp = &now
+		s.Expiration = &expiration
+		s.Version = 1
+		s.FormatVersion = v1.BackupFormatVersion
+		s.Progress = &v1.BackupProgress{}
+	}); err != nil {
+		return err
+	}
+
+	var outcome backup.Outcome
+	store, err := r.Locations.Open(ctx, bsl)
+	if err == nil {
+		err = store.IsValid(ctx)
+	}
+	if err != nil {
+		outcome = backup.Outcome{Phase: v1.BackupPhaseFailed, FailureReason: fmt.Sprintf("storage location %q is not usable: %v", bsl.Name, err), Completion: time.Now()}
+	} else {
+		outcome = r.Engine.Run(ctx, b, store, func(p v1.BackupProgress) {
+			// Progress is best effort: a lost update is corrected by the next.
+			if err := r.patchStatus(ctx, b, func(s *v1.BackupStatus) { s.Progress = &p }); err != nil {
+				log.Warn("recording backup progress", "error", err)
+			}
+		})
+	}
+	return r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
+		tmp := v1.Backup{Status: *s}
+		backup.ApplyOutcome(&tmp, outcome)
+		*s = tmp.Status
+	})
+}
+
+func (r *BackupReconciler) failValidation(ctx context.Context, b *v1.Backup, msgs []string) error {
+	r.Log.Info("backup failed validation", "backup", b.Namespace+"/"+b.Name, "errors", strings.Join(msgs, "; "))
+	return r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
+		s.Phase = v1.BackupPhaseFailedValidation
+		s.ValidationErrors = msgs
+		now := metav1.Now()
+		s.CompletionTimestamp = &now
+	})
+}
+
+// patchStatus applies change to b's status and patches it, conditions
+// included. A status write that fails because the server is going away must
+// not hide how the backup ended, so it is retried with a fresh context.
+func (r *BackupReconciler) patchStatus(ctx context.Context, b *v1.Backup, change func(*v1.BackupStatus)) error {
+	orig := b.DeepCopy()
+	change(&b.Status)
+	setBackupConditions(b)
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+	}
+	err := r.Client.Status().Patch(ctx, b, client.MergeFrom(orig))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("updating status of backup %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
+)
+
+// StorageLocationReconciler checks that each BackupStorageLocation's store
+// can be reached and holds a valid layout, and marks it Available or
+// Unavailable with the reason.
+type StorageLocationReconciler struct {
+	Client    client.Client
+	Locations *locations.Resolver
+	// DefaultFrequency applies to locations without spec.validationFrequency.
+	DefaultFrequency time.Duration
+	Log              *slog.Logger
+}
+
+// SetupWithManager registers the reconciler.
+func (r *StorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.BackupStorageLocation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("backupstoragelocation").
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *StorageLocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var bsl v1.BackupStorageLocation
+	if err := r.Client.Get(ctx, req.NamespacedName, &bsl); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	every := r.DefaultFrequency
+	if f := bsl.Spec.ValidationFrequency; f != nil {
+		every = f.Duration
+	}
+
+	vctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := r.validate(vctx, &bsl)
+
+	orig := bsl.DeepCopy()
+	now := metav1.Now()
+	bsl.Status.LastValidationTime = &now
+	if err != nil {
+		bsl.Status.Phase = v1.BackupStorageLocationPhaseUnavailable
+		bsl.Status.Message = err.Error()
+		setCondition(&bsl.Status.Conditions, bsl.Generation, ConditionAvailable, false, "ValidationFailed", err.Error())
+	} else {
+		bsl.Status.Phase = v1.BackupStorageLocationPhaseAvailable
+		bsl.Status.Message = ""
+		setCondition(&bsl.Status.Conditions, bsl.Generation, ConditionAvailable, true, "Validated", "the object store is reachable and its layout is valid")
+	}
+	if orig.Status.Phase != bsl.Status.Phase {
+		r.Log.Info("storage location changed phase", "location", req.String(), "phase", bsl.Status.Phase, "message", bsl.Status.Message)
+	}
+	if err := r.Client.Status().Patch(ctx, &bsl, client.MergeFrom(orig)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("updating status of storage location %s: %w", req, err)
+	}
+	if every <= 0 {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: every}, nil
+}
+
+func (r *StorageLocationReconciler) validate(ctx context.Context, bsl *v1.BackupStorageLocation) error {
+	store, err := r.Locations.Open(ctx, bsl)
+	if err != nil {
+		return err
+	}
+	return store.IsValid(ctx)
+}

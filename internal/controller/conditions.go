@@ -1,0 +1,49 @@
+package controller
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+)
+
+// Condition types Lifeboat sets, so `kubectl wait --for=condition=...` works.
+const (
+	// ConditionCompleted is True once a backup or restore has run to the end
+	// (Completed or PartiallyFailed).
+	ConditionCompleted = "Completed"
+	// ConditionFailed is True when it failed or failed validation.
+	ConditionFailed = "Failed"
+	// ConditionAvailable is True while a storage location can be used.
+	ConditionAvailable = "Available"
+	// ConditionProcessed is True once a request has been answered.
+	ConditionProcessed = "Processed"
+)
+
+func setCondition(conds *[]metav1.Condition, generation int64, typ string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(conds, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation,
+	})
+}
+
+// setBackupConditions derives the conditions from the phase, so the two can
+// never disagree.
+func setBackupConditions(b *v1.Backup) {
+	phase := b.Status.Phase
+	reason := string(phase)
+	if reason == "" {
+		reason = string(v1.BackupPhaseNew)
+	}
+	msg := b.Status.FailureReason
+	if msg == "" && len(b.Status.ValidationErrors) > 0 {
+		msg = b.Status.ValidationErrors[0]
+	}
+	done := phase == v1.BackupPhaseCompleted || phase == v1.BackupPhasePartiallyFailed
+	failed := phase == v1.BackupPhaseFailed || phase == v1.BackupPhaseFailedValidation
+	setCondition(&b.Status.Conditions, b.Generation, ConditionCompleted, done, reason, msg)
+	setCondition(&b.Status.Conditions, b.Generation, ConditionFailed, failed, reason, msg)
+}

@@ -1,0 +1,42 @@
+package server
+
+import "time"
+
+// Options configure `lifeboat server`.
+type Options struct {
+	// Namespace is where the server reads and writes its velero.io objects.
+	Namespace string
+	// MetricsAddress serves Prometheus metrics; "0" disables the endpoint.
+	MetricsAddress string
+	// HealthAddress serves /healthz and /readyz; "0" disables the endpoint.
+	HealthAddress string
+	// DefaultBackupStorageLocation is used by backups that name no location
+	// when no location is marked default.
+	DefaultBackupStorageLocation string
+	// DefaultBackupTTL applies to backups without spec.ttl.
+	DefaultBackupTTL time.Duration
+	// StoreValidationFrequency is how often storage locations are checked
+	// when a location sets no validationFrequency.
+	StoreValidationFrequency time.Duration
+	// ListWorkers bounds concurrent LIST calls while a backup collects items.
+	ListWorkers int
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// LogFormat is text or json.
+	LogFormat string
+}
+
+// DefaultOptions are the server's defaults, shared by the CLI flags and tests.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:                    "velero",
+		MetricsAddress:               ":8085",
+		HealthAddress:                ":8086",
+		DefaultBackupStorageLocation: "default",
+		DefaultBackupTTL:             720 * time.Hour,
+		StoreValidationFrequency:     time.Minute,
+		ListWorkers:                  4,
+		LogLevel:                     "info",
+		LogFormat:                    "text",
+	}
+}

@@ -1,0 +1,121 @@
+// Package server wires Lifeboat's controllers into a controller-runtime
+// manager: `lifeboat server` and the end-to-end tests both start it here.
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/backup"
+	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
+	"github.com/lifeboat-io/lifeboat/internal/controller"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
+)
+
+// Run runs the controllers until ctx is cancelled.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	log, err := NewLogger(os.Stderr, opts.LogLevel, opts.LogFormat)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// Only the server's own namespace is watched, and only for the
+		// velero.io kinds the controllers own: caching cluster content
+		// would make memory grow with the cluster.
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
+		Client: client.Options{Cache: &client.CacheOptions{
+			DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}},
+		}},
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddress},
+		HealthProbeBindAddress:  opts.HealthAddress,
+		GracefulShutdownTimeout: durationPtr(30 * time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("creating controller manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+
+	engine, err := backup.NewEngine(cfg, opts.ListWorkers, log.With("component", "backup"))
+	if err != nil {
+		return err
+	}
+	resolver := &locations.Resolver{
+		Client:       mgr.GetClient(),
+		SecretReader: mgr.GetAPIReader(),
+		Namespace:    opts.Namespace,
+		DefaultName:  opts.DefaultBackupStorageLocation,
+	}
+	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
+		&controller.BackupReconciler{
+			Client: mgr.GetClient(), Engine: engine, Locations: resolver,
+			DefaultTTL: opts.DefaultBackupTTL, Log: log.With("controller", "backup"),
+		},
+		&controller.StorageLocationReconciler{
+			Client: mgr.GetClient(), Locations: resolver,
+			DefaultFrequency: opts.StoreValidationFrequency, Log: log.With("controller", "backupstoragelocation"),
+		},
+		&controller.DownloadRequestReconciler{
+			Client: mgr.GetClient(), Locations: resolver, URLTTL: 10 * time.Minute,
+			Log: log.With("controller", "downloadrequest"),
+		},
+	}
+	for _, rec := range reconcilers {
+		if err := rec.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up controllers: %w", err)
+		}
+	}
+	log.Info("starting lifeboat server", "version", buildinfo.Version, "namespace", opts.Namespace)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running controllers: %w", err)
+	}
+	return nil
+}
+
+// NewLogger builds the server's structured logger.
+func NewLogger(w *os.File, level, format string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	hopts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(format) {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}
+
+func durationPtr(d time.Duration) *time.Duration { return &d }

@@ -1,0 +1,98 @@
+package s3server
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStartServesBuckets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts versitygw")
+	}
+	srv := Start(t)
+	name := srv.NewBucket(t)
+	if fi, err := os.Stat(filepath.Join(srv.Dir, name)); err != nil || !fi.IsDir() {
+		t.Errorf("bucket %s has no directory under %s: %v", name, srv.Dir, err)
+	}
+	if !strings.Contains(string(srv.CredentialsFile()), "aws_secret_access_key = "+srv.SecretKey) {
+		t.Errorf("CredentialsFile() = %q", srv.CredentialsFile())
+	}
+	srv.Close()
+	if answers(srv.Endpoint) {
+		t.Errorf("server still answers after Close")
+	}
+	if _, err := os.Stat(srv.Dir); !os.IsNotExist(err) {
+		t.Errorf("data directory %s left after Close: %v", srv.Dir, err)
+	}
+}
+
+const helperEnv = "LIFEBOAT_S3SERVER_HELPER"
+
+// TestServerDiesWithTestProcess SIGKILLs a test process that runs a server
+// and checks that the server goes too, so a killed or timed-out go test
+// leaves no gateway behind.
+func TestServerDiesWithTestProcess(t *testing.T) {
+	if os.Getenv(helperEnv) == "1" {
+		srv, err := Launch()
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		fmt.Println("READY", srv.Endpoint)
+		select {} // until killed
+	}
+	if testing.Short() {
+		t.Skip("starts versitygw")
+	}
+	if _, err := binary(); err != nil { // build before the child's clock runs
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithTestProcess$")
+	// The killed helper cannot remove its data directory; this one can.
+	child.Env = append(os.Environ(), helperEnv+"=1", "TMPDIR="+t.TempDir())
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper said %q: %v", line, err)
+	}
+	endpoint, ok := strings.CutPrefix(strings.TrimSpace(line), "READY ")
+	if !ok {
+		t.Fatalf("helper said %q", line)
+	}
+	if !answers(endpoint) {
+		t.Fatalf("server at %s does not answer while its test process lives", endpoint)
+	}
+	child.Process.Kill()
+	child.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for answers(endpoint) {
+		if time.Now().After(deadline) {
+			t.Fatalf("server at %s still answers 10s after its test process was killed", endpoint)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func answers(endpoint string) bool {
+	c := &http.Client{Timeout: time.Second}
+	resp, err := c.Get(endpoint)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
+}
