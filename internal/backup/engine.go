@@ -37,6 +37,10 @@ type Engine struct {
 
 // NewEngine builds an engine over the cluster cfg points at.
 func NewEngine(cfg *rest.Config, listWorkers int, log *slog.Logger) (*Engine, error) {
+	cfg = rest.CopyConfig(cfg)
+	// Listing deprecated APIs (v1 Endpoints, say) is what a backup must
+	// do; the server's deprecation warnings would only be noise in its log.
+	cfg.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating kubernetes client: %w", err)
@@ -137,7 +141,8 @@ func (r *run) execute(ctx context.Context) Outcome {
 			r.log.Error("writing the backup's files failed", "error", err)
 		}
 	}
-	if out.Phase == v1.BackupPhaseFailed {
+	var exists *existsError
+	if out.Phase == v1.BackupPhaseFailed && !errors.As(err, &exists) {
 		r.abandon(ctx, out)
 	}
 	r.e.Log.Info("backup ended", "backup", r.b.Namespace+"/"+name, "phase", out.Phase, "items", r.backedUp,
@@ -155,7 +160,7 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 		return fmt.Errorf("checking the storage location for an existing backup: %w", err)
 	}
 	if exists {
-		return fmt.Errorf("a backup named %q already exists in storage location %q; choose another name", r.b.Name, r.b.Spec.StorageLocation)
+		return &existsError{name: r.b.Name, location: r.b.Spec.StorageLocation}
 	}
 	p, err := r.plan(ctx)
 	if err != nil {
@@ -341,6 +346,14 @@ func (r *run) abandon(ctx context.Context, out Outcome) {
 	if err := r.putMetadata(cctx, out); err != nil {
 		r.e.Log.Error("uploading a failed backup's metadata", "backup", r.b.Namespace+"/"+r.b.Name, "error", err)
 	}
+}
+
+// existsError refuses a backup whose name is taken in the store. Nothing of
+// the other backup may be touched, so such a run leaves no trace at all.
+type existsError struct{ name, location string }
+
+func (e *existsError) Error() string {
+	return fmt.Sprintf("a backup named %q already exists in storage location %q; choose another name", e.name, e.location)
 }
 
 // ApplyOutcome copies how a backup ended onto its status.

@@ -85,6 +85,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Client: mgr.GetClient(), Locations: resolver,
 			DefaultFrequency: opts.StoreValidationFrequency, Log: log.With("controller", "backupstoragelocation"),
 		},
+		&controller.ServerStatusReconciler{Client: mgr.GetClient(), Version: buildinfo.Version, TTL: time.Minute},
 		&controller.DownloadRequestReconciler{
 			Client: mgr.GetClient(), Locations: resolver, URLTTL: 10 * time.Minute,
 			Log: log.With("controller", "downloadrequest"),
