@@ -117,7 +117,7 @@ func (r *run) close() { r.log.discard() }
 func (r *run) execute(ctx context.Context) Outcome {
 	name := r.b.Name
 	start := time.Now()
-	r.log.Info("starting backup", "backup", r.b.Namespace+"/"+name)
+	r.log.Info("starting backup")
 	r.e.Log.Info("backup started", "backup", r.b.Namespace+"/"+name)
 
 	err := r.collectAndUpload(ctx)

@@ -25,7 +25,11 @@ import (
 // BackupReconciler runs new Backups: it validates them, hands them to the
 // backup engine and records how they ended.
 type BackupReconciler struct {
-	Client     client.Client
+	Client client.Client
+	// APIReader reads around the cache. The cache can lag behind this
+	// controller's own writes, and acting on a stale New or InProgress
+	// would run a finished backup again or fail a running one.
+	APIReader  client.Reader
 	Engine     *backup.Engine
 	Locations  *locations.Resolver
 	DefaultTTL time.Duration
@@ -52,6 +56,12 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var b v1.Backup
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	switch b.Status.Phase {
+	case "", v1.BackupPhaseNew, v1.BackupPhaseInProgress:
+		if err := r.APIReader.Get(ctx, req.NamespacedName, &b); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	switch b.Status.Phase {
 	case "", v1.BackupPhaseNew:

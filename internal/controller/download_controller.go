@@ -138,4 +138,3 @@ func restoreKey(s *storage.BackupStore, t v1.DownloadTarget) (string, error) {
 	}
 	return s.RestoreKey(n, f), nil
 }
-

@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -55,6 +57,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddress},
 		HealthProbeBindAddress:  opts.HealthAddress,
 		GracefulShutdownTimeout: durationPtr(30 * time.Second),
+		// Controller names are global metrics labels; a process that runs
+		// the server twice (the end-to-end tests restart it) would be
+		// refused without this.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return fmt.Errorf("creating controller manager: %w", err)
@@ -78,7 +84,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controller.BackupReconciler{
-			Client: mgr.GetClient(), Engine: engine, Locations: resolver,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: engine, Locations: resolver,
 			DefaultTTL: opts.DefaultBackupTTL, Log: log.With("controller", "backup"),
 		},
 		&controller.StorageLocationReconciler{

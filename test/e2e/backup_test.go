@@ -408,3 +408,32 @@ func gunzip(t *testing.T, data []byte) []byte {
 	}
 	return out
 }
+
+// A backup left InProgress by a server that died cannot be resumed; the
+// server says so instead of leaving it InProgress forever.
+func TestBackupLeftInProgressByADeadServerFails(t *testing.T) {
+	bsl, _ := env.FilesystemLocation(t, env.Name("fs"))
+	b := &v1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: env.Name("orphan")},
+		Spec:       v1.BackupSpec{StorageLocation: bsl.Name},
+	}
+	// Stop the server so that it does not pick the backup up as New, mark
+	// the backup InProgress as a crashed server would have left it, and
+	// start the server again.
+	if err := env.StopServer(); err != nil && !testenv.IsCleanExit(err) {
+		t.Fatalf("stopping server: %v", err)
+	}
+	env.Create(t, b)
+	orig := b.DeepCopy()
+	b.Status.Phase = v1.BackupPhaseInProgress
+	if err := env.Client.Status().Patch(testenv.Ctx(t), b, clientMergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StartServer(); err != nil {
+		t.Fatal(err)
+	}
+	got := env.WaitBackup(t, b.Name, time.Minute)
+	if got.Status.Phase != v1.BackupPhaseFailed || !strings.Contains(got.Status.FailureReason, "server stopped") {
+		t.Fatalf("phase %s reason %q, want Failed saying the server stopped", got.Status.Phase, got.Status.FailureReason)
+	}
+}

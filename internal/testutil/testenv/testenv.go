@@ -118,7 +118,14 @@ func (e *Env) StartServer() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stopServer = cancel
 	e.serverDone = make(chan error, 1)
-	go func() { e.serverDone <- server.Run(ctx, e.Config, opts) }()
+	go func() {
+		err := server.Run(ctx, e.Config, opts)
+		if !IsCleanExit(err) {
+			// A test waiting on the server would otherwise only time out.
+			fmt.Fprintln(os.Stderr, "lifeboat server exited:", err)
+		}
+		e.serverDone <- err
+	}()
 	return nil
 }
 

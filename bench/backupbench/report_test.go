@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestRatioIsPerRunThenMedian(t *testing.T) {
+	s := sizeResult{N: 100, Runs: []runResult{
+		{Floor: floorResult{Items: 100, WallSeconds: 1}, Lifeboat: lifeboatResult{Items: 100, WallSeconds: 2}},   // 0.5
+		{Floor: floorResult{Items: 100, WallSeconds: 2}, Lifeboat: lifeboatResult{Items: 100, WallSeconds: 2}},   // 1.0
+		{Floor: floorResult{Items: 100, WallSeconds: 1}, Lifeboat: lifeboatResult{Items: 100, WallSeconds: 0.5}}, // 2.0
+	}}
+	f, l, r, _ := s.medians()
+	if f != 100 || l != 100 || r != 1 {
+		t.Errorf("medians = floor %v, lifeboat %v, ratio %v; want 100, 100, 1", f, l, r)
+	}
+}
+
+func TestRequestCounts(t *testing.T) {
+	before := requestCounts{"LIST": 10, "GET": 5}
+	after := requestCounts{"LIST": 14, "GET": 7, "POST": 1}
+	total, lists := after.since(before)
+	if total != 6 || lists != 4 {
+		t.Errorf("since = %d total, %d lists; want 6 (7 less the scrape), 4", total, lists)
+	}
+	if got := label(`code="200",component="apiserver",verb="LIST",version="v1"`, "verb"); got != "LIST" {
+		t.Errorf("label = %q, want LIST", got)
+	}
+}
+
+func TestReportHasOneRowPerN(t *testing.T) {
+	var buf bytes.Buffer
+	writeReport(&buf, config{runs: 1, namespaces: 20}, []sizeResult{
+		{N: 2000, ServerPeakRSSKiB: 51200, Runs: []runResult{{Run: 1,
+			Floor:    floorResult{Items: 2000, WallSeconds: 0.2, PeakRSSKiB: 40960},
+			Lifeboat: lifeboatResult{Items: 2020, WallSeconds: 0.2}}}},
+	})
+	out := buf.String()
+	if !strings.Contains(out, "| 2000 | 10000 | 10100 | 1.01 | 40.0 | 50.0 |") {
+		t.Errorf("summary row missing or wrong:\n%s", out)
+	}
+}

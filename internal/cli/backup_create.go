@@ -1,0 +1,308 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+)
+
+type createOptions struct {
+	includeNamespaces       []string
+	excludeNamespaces       []string
+	includeResources        []string
+	excludeResources        []string
+	includeClusterResources optionalBool
+	selector                string
+	orSelector              string
+	ttl                     time.Duration
+	storageLocation         string
+	snapshotVolumes         optionalBool
+	labels                  map[string]string
+	wait                    bool
+	output                  string
+}
+
+func newBackupCreateCommand(f *Factory) *cobra.Command {
+	o := &createOptions{}
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a backup",
+		Example: `  # Back up two namespaces and wait for the result
+  lifeboat backup create web --include-namespaces shop,blog --wait
+
+  # Back up everything labelled app=db, kept for a week
+  lifeboat backup create db --selector app=db --ttl 168h
+
+  # Show the Backup object without creating it
+  lifeboat backup create web --include-namespaces shop -o yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
+			if o.output != "" {
+				if err := checkFormat(o.output, formatYAML, formatJSON); err != nil {
+					return err
+				}
+			}
+			backup, err := o.buildBackup(args[0], f.Namespace, cmd.Flags().Changed("ttl"))
+			if err != nil {
+				return err
+			}
+			// -o prints instead of creating, as Velero's create commands do.
+			if o.output != "" {
+				return printEncoded(cmd.OutOrStdout(), o.output, backup)
+			}
+			return o.run(cmd.Context(), f, cmd.OutOrStdout(), backup)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&o.includeNamespaces, "include-namespaces", nil, "namespaces to back up, comma-separated (default: all)")
+	fl.StringSliceVar(&o.excludeNamespaces, "exclude-namespaces", nil, "namespaces to leave out, comma-separated")
+	fl.StringSliceVar(&o.includeResources, "include-resources", nil, "resources to back up, comma-separated, e.g. deployments,configmaps (default: all)")
+	fl.StringSliceVar(&o.excludeResources, "exclude-resources", nil, "resources to leave out, comma-separated")
+	fl.Var(&o.includeClusterResources, "include-cluster-resources", "back up cluster-scoped resources (unset: only when all namespaces are backed up)")
+	fl.Lookup("include-cluster-resources").NoOptDefVal = "true"
+	fl.StringVarP(&o.selector, "selector", "l", "", "only back up resources matching this label selector")
+	fl.StringVar(&o.orSelector, "or-selector", "", `back up resources matching any of these selectors, e.g. "app=a or tier=db"`)
+	fl.DurationVar(&o.ttl, "ttl", 0, "how long to keep the backup (default: the server's default, 720h)")
+	fl.StringVar(&o.storageLocation, "storage-location", "", "backup storage location to write to (default: the default location)")
+	fl.Var(&o.snapshotVolumes, "snapshot-volumes", "take native snapshots of persistent volumes (unset: the server decides)")
+	fl.Lookup("snapshot-volumes").NoOptDefVal = "true"
+	fl.StringToStringVar(&o.labels, "labels", nil, "labels for the backup, as key=value,key=value")
+	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for the backup to finish, showing progress")
+	fl.StringVarP(&o.output, "output", "o", "", "print the backup as yaml or json instead of creating it")
+	return cmd
+}
+
+// buildBackup turns the flags into the Backup to create. It is pure so the
+// mapping from flags to spec can be tested without a cluster.
+func (o *createOptions) buildBackup(name, namespace string, ttlSet bool) (*v1.Backup, error) {
+	if ttlSet && o.ttl < 0 {
+		return nil, fmt.Errorf("invalid --ttl %s: must not be negative", o.ttl)
+	}
+	if o.selector != "" && o.orSelector != "" {
+		return nil, errors.New("--selector and --or-selector cannot be used together")
+	}
+	b := &v1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: v1.BackupSpec{
+			IncludedNamespaces:      o.includeNamespaces,
+			ExcludedNamespaces:      o.excludeNamespaces,
+			IncludedResources:       o.includeResources,
+			ExcludedResources:       o.excludeResources,
+			IncludeClusterResources: o.includeClusterResources.value,
+			SnapshotVolumes:         o.snapshotVolumes.value,
+			StorageLocation:         o.storageLocation,
+		},
+	}
+	if ttlSet {
+		b.Spec.TTL = metav1.Duration{Duration: o.ttl}
+	}
+	if o.selector != "" {
+		sel, err := parseSelector("selector", o.selector)
+		if err != nil {
+			return nil, err
+		}
+		b.Spec.LabelSelector = sel
+	}
+	if o.orSelector != "" {
+		sels, err := parseOrSelector("or-selector", o.orSelector)
+		if err != nil {
+			return nil, err
+		}
+		b.Spec.OrLabelSelectors = sels
+	}
+	if len(o.labels) > 0 {
+		b.Labels = maps.Clone(o.labels)
+	}
+	if o.storageLocation != "" {
+		// Velero's tools select backups by location through this label.
+		if b.Labels == nil {
+			b.Labels = map[string]string{}
+		}
+		b.Labels[v1.StorageLocationLabel] = validLabelValue(o.storageLocation)
+	}
+	return b, nil
+}
+
+func (o *createOptions) run(ctx context.Context, f *Factory, out io.Writer, backup *v1.Backup) error {
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	if backup.Spec.StorageLocation != "" {
+		if err := checkLocation(ctx, c, backup.Namespace, backup.Spec.StorageLocation); err != nil {
+			return err
+		}
+	}
+	callCtx, cancel := callCtx(ctx)
+	err = c.Create(callCtx, backup)
+	cancel()
+	if apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("backup %q already exists in namespace %q; pick another name", backup.Name, backup.Namespace)
+	}
+	if err != nil {
+		return fmt.Errorf("creating backup %q: %w", backup.Name, err)
+	}
+	fmt.Fprintf(out, "Backup request %q submitted successfully.\n", backup.Name)
+	if !o.wait {
+		fmt.Fprintf(out, "Run `lifeboat backup describe %s` or `lifeboat backup logs %s` for more details.\n", backup.Name, backup.Name)
+		return nil
+	}
+	return waitForBackup(ctx, f, c, out, backup.Namespace, backup.Name)
+}
+
+// checkLocation fails early on a misspelt --storage-location, listing the
+// locations that do exist; otherwise the mistake only shows as a
+// FailedValidation backup later.
+func checkLocation(ctx context.Context, c client.Client, namespace, name string) error {
+	callCtx, cancel := callCtx(ctx)
+	defer cancel()
+	err := c.Get(callCtx, client.ObjectKey{Namespace: namespace, Name: name}, &v1.BackupStorageLocation{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) || isCRDMissing(err) {
+		return fmt.Errorf("reading backup storage location %q: %w", name, err)
+	}
+	list := &v1.BackupStorageLocationList{}
+	if err := c.List(callCtx, list, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("backup storage location %q not found in namespace %q (listing the others failed: %w)", name, namespace, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, l := range list.Items {
+		names = append(names, l.Name)
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return fmt.Errorf("backup storage location %q not found in namespace %q, which has none; create one with `lifeboat install --provider ...` or `--use-filesystem DIR`", name, namespace)
+	}
+	return fmt.Errorf("backup storage location %q not found in namespace %q; existing locations: %s", name, namespace, strings.Join(names, ", "))
+}
+
+// waitForBackup polls until the backup reaches a final phase. On a terminal
+// it keeps one progress line up to date; otherwise (CI logs, pipes) it
+// prints a line per phase change so logs stay readable.
+func waitForBackup(ctx context.Context, f *Factory, c client.Client, out io.Writer, namespace, name string) error {
+	tty := f.isTerminal(out)
+	var (
+		lastPhase v1.BackupPhase
+		lastLine  string
+		backup    *v1.Backup
+	)
+	if !tty {
+		fmt.Fprintln(out, "Waiting for the backup to finish...")
+	}
+	for {
+		cur := &v1.Backup{}
+		callCtx, cancel := callCtx(ctx)
+		err := c.Get(callCtx, client.ObjectKey{Namespace: namespace, Name: name}, cur)
+		cancel()
+		if apierrors.IsNotFound(err) && !isCRDMissing(err) {
+			return fmt.Errorf("backup %q was deleted while waiting for it", name)
+		}
+		if err != nil {
+			return fmt.Errorf("reading backup %q: %w", name, err)
+		}
+		backup = cur
+		phase := phaseOf(backup)
+		if tty {
+			line := progressLine(backup)
+			if line != lastLine {
+				// \r and erase-line rewrite the line in place.
+				fmt.Fprintf(out, "\r\033[K%s", line)
+				lastLine = line
+			}
+		} else if phase != lastPhase {
+			fmt.Fprintf(out, "Backup %s: %s\n", name, phase)
+		}
+		lastPhase = phase
+		if phase.IsTerminal() || phase == v1.BackupPhaseDeleting {
+			break
+		}
+		if err := sleep(ctx, f.pollInterval()); err != nil {
+			if tty {
+				fmt.Fprintln(out)
+			}
+			return fmt.Errorf("stopped waiting for backup %q, which goes on in the server; follow it with `lifeboat backup describe %s`: %w", name, name, err)
+		}
+	}
+	if tty {
+		fmt.Fprintln(out)
+	}
+	return reportOutcome(out, backup)
+}
+
+func phaseOf(b *v1.Backup) v1.BackupPhase {
+	if b.Status.Phase == "" {
+		return v1.BackupPhaseNew
+	}
+	return b.Status.Phase
+}
+
+func progressLine(b *v1.Backup) string {
+	line := "Backup " + b.Name + ": " + string(phaseOf(b))
+	if p := b.Status.Progress; p != nil {
+		line += fmt.Sprintf(", items %d/%d", p.ItemsBackedUp, p.TotalItems)
+	}
+	return line
+}
+
+// reportOutcome prints the final state and returns an error for anything
+// but a clean completion, so scripts can rely on the exit code.
+func reportOutcome(out io.Writer, b *v1.Backup) error {
+	phase := phaseOf(b)
+	items := 0
+	if b.Status.Progress != nil {
+		items = b.Status.Progress.ItemsBackedUp
+	}
+	switch phase {
+	case v1.BackupPhaseCompleted:
+		fmt.Fprintf(out, "Backup %s completed: %d items, %d warnings, %d errors.\n", b.Name, items, b.Status.Warnings, b.Status.Errors)
+		return nil
+	case v1.BackupPhaseFailedValidation:
+		return fmt.Errorf("backup %q failed validation:\n  %s", b.Name, strings.Join(b.Status.ValidationErrors, "\n  "))
+	case v1.BackupPhaseFailed:
+		reason := b.Status.FailureReason
+		if reason == "" {
+			reason = "no reason recorded"
+		}
+		return fmt.Errorf("backup %q failed: %s (see `lifeboat backup logs %s`)", b.Name, reason, b.Name)
+	case v1.BackupPhasePartiallyFailed:
+		return fmt.Errorf("backup %q partially failed: %d errors, %d warnings, %d items backed up (see `lifeboat backup logs %s`)",
+			b.Name, b.Status.Errors, b.Status.Warnings, items, b.Name)
+	default:
+		return fmt.Errorf("backup %q ended in phase %s", b.Name, phase)
+	}
+}
+
+// isTerminal reports whether w is an interactive terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// validLabelValue shortens a name to a valid label value the way Velero
+// does: long names keep a prefix plus a hash, so distinct names stay distinct.
+func validLabelValue(s string) string {
+	const maxLen = 63
+	if len(s) <= maxLen {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return s[:maxLen-7] + "-" + hex.EncodeToString(sum[:])[:6]
+}

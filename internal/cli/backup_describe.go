@@ -1,0 +1,300 @@
+package cli
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+)
+
+func newBackupDescribeCommand(f *Factory) *cobra.Command {
+	var (
+		details bool
+		output  string
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "describe NAME...",
+		Short: "Show the details of backups",
+		Long: "Describe prints a backup's spec and status for people to read.\n" +
+			"With --details it also lists every backed-up resource, read from the backup's resource list\n" +
+			"through the server. -o json|yaml prints the Backup objects instead.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
+			if output == "" {
+				output = formatTable
+			}
+			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
+				return err
+			}
+			c, err := f.Client()
+			if err != nil {
+				return err
+			}
+			backups, err := getBackups(cmd.Context(), c, f.Namespace, args, "")
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if output != formatTable {
+				if len(backups.Items) == 1 {
+					return printEncoded(out, output, &backups.Items[0])
+				}
+				return printEncoded(out, output, backups)
+			}
+			for i := range backups.Items {
+				if i > 0 {
+					fmt.Fprintln(out)
+				}
+				var list *resourceListResult
+				if details {
+					list = fetchResourceList(cmd.Context(), f.downloader(c, timeout), backups.Items[i].Name)
+				}
+				if err := f.describeBackup(out, &backups.Items[i], list); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&details, "details", false, "also list the backed-up resources")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "print the Backup objects as json or yaml instead of a description")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the resource list (--details)")
+	return cmd
+}
+
+// resourceListResult carries either the list or why it could not be read:
+// a missing list is normal for a running or failed backup and must not hide
+// the rest of the description.
+type resourceListResult struct {
+	items map[string][]string
+	err   error
+}
+
+func fetchResourceList(ctx context.Context, d *downloader, backup string) *resourceListResult {
+	items, err := readResourceList(ctx, d, backup)
+	return &resourceListResult{items: items, err: err}
+}
+
+// readResourceList reads the gzipped JSON map from resource type
+// ("v1/ConfigMap", "apps/v1/Deployment") to "namespace/name" entries.
+func readResourceList(ctx context.Context, d *downloader, backup string) (map[string][]string, error) {
+	rc, err := d.open(ctx, v1.DownloadTargetKindBackupResourceList, backup)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	gz, err := gzip.NewReader(rc)
+	if err != nil {
+		return nil, fmt.Errorf("reading the resource list of backup %q: %w", backup, err)
+	}
+	defer gz.Close()
+	var list map[string][]string
+	if err := json.NewDecoder(gz).Decode(&list); err != nil {
+		return nil, fmt.Errorf("decoding the resource list of backup %q: %w", backup, err)
+	}
+	return list, nil
+}
+
+// describer writes "Key:<tab>value" lines; tabwriter aligns each block of
+// consecutive lines, and blank lines start a new block.
+type describer struct {
+	tw *tabwriter.Writer
+}
+
+func (d *describer) line(format string, args ...any) {
+	fmt.Fprintf(d.tw, format+"\n", args...)
+}
+
+func (d *describer) blank() { fmt.Fprintln(d.tw) }
+
+func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListResult) error {
+	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	spec, status := &b.Spec, &b.Status
+
+	d.line("Name:\t%s", b.Name)
+	d.line("Namespace:\t%s", b.Namespace)
+	d.line("Labels:\t%s", formatMap(b.Labels))
+	d.line("Annotations:\t%s", formatMap(b.Annotations))
+	d.blank()
+
+	phase := displayPhase(b)
+	switch v1.BackupPhase(phase) {
+	case v1.BackupPhaseFailed, v1.BackupPhasePartiallyFailed:
+		d.line("Phase:\t%s (run `lifeboat backup logs %s` for more information)", phase, b.Name)
+	default:
+		d.line("Phase:\t%s", phase)
+	}
+	if status.FailureReason != "" {
+		d.line("Failure reason:\t%s", status.FailureReason)
+	}
+	if len(status.ValidationErrors) > 0 {
+		d.blank()
+		d.line("Validation errors:")
+		for _, e := range status.ValidationErrors {
+			d.line("  - %s", e)
+		}
+	}
+	d.blank()
+	d.line("Errors:\t%d", status.Errors)
+	d.line("Warnings:\t%d", status.Warnings)
+	d.blank()
+
+	d.line("Namespaces:")
+	d.line("  Included:\t%s", listOr(spec.IncludedNamespaces, "*"))
+	d.line("  Excluded:\t%s", listOr(spec.ExcludedNamespaces, none))
+	d.blank()
+	d.line("Resources:")
+	if usesScopedResourceFilters(spec) {
+		d.line("  Included cluster-scoped:\t%s", listOr(spec.IncludedClusterScopedResources, none))
+		d.line("  Excluded cluster-scoped:\t%s", listOr(spec.ExcludedClusterScopedResources, none))
+		d.line("  Included namespace-scoped:\t%s", listOr(spec.IncludedNamespaceScopedResources, "*"))
+		d.line("  Excluded namespace-scoped:\t%s", listOr(spec.ExcludedNamespaceScopedResources, none))
+	} else {
+		d.line("  Included:\t%s", listOr(spec.IncludedResources, "*"))
+		d.line("  Excluded:\t%s", listOr(spec.ExcludedResources, none))
+		d.line("  Cluster-scoped:\t%s", boolPtrString(spec.IncludeClusterResources, "included", "excluded", "auto"))
+	}
+	d.blank()
+	d.line("Label selector:\t%s", selectorString(spec.LabelSelector))
+	d.line("Or label selector:\t%s", orSelectorString(spec.OrLabelSelectors))
+	d.blank()
+	d.line("Storage Location:\t%s", valueOr(spec.StorageLocation, "<default>"))
+	d.line("Velero-Native Snapshot PVs:\t%s", boolPtrString(spec.SnapshotVolumes, "true", "false", "auto"))
+	d.line("TTL:\t%s", ttlString(spec.TTL.Duration))
+	if spec.ResourcePolicy != nil {
+		d.line("Resource policies:\t%s %s", spec.ResourcePolicy.Kind, spec.ResourcePolicy.Name)
+	}
+	d.blank()
+
+	d.line("Backup Format Version:\t%s", valueOr(status.FormatVersion, "<n/a>"))
+	d.line("Started:\t%s", f.formatTime(status.StartTimestamp))
+	d.line("Completed:\t%s", f.formatTime(status.CompletionTimestamp))
+	d.line("Expiration:\t%s", f.formatTime(status.Expiration))
+	if p := status.Progress; p != nil {
+		d.blank()
+		if phase == string(v1.BackupPhaseInProgress) {
+			d.line("Estimated total items to be backed up:\t%d", p.TotalItems)
+			d.line("Items backed up so far:\t%d", p.ItemsBackedUp)
+		} else {
+			d.line("Total items to be backed up:\t%d", p.TotalItems)
+			d.line("Items backed up:\t%d", p.ItemsBackedUp)
+		}
+	}
+	if len(status.Conditions) > 0 {
+		d.blank()
+		d.line("Conditions:")
+		d.line("  Type\tStatus\tReason\tLast Transition\tMessage")
+		for _, c := range status.Conditions {
+			d.line("  %s\t%s\t%s\t%s\t%s", c.Type, c.Status, valueOr(c.Reason, none),
+				f.formatTime(&c.LastTransitionTime), valueOr(c.Message, none))
+		}
+	}
+	if list != nil {
+		d.blank()
+		describeResourceList(d, list)
+	}
+	return d.tw.Flush()
+}
+
+func describeResourceList(d *describer, list *resourceListResult) {
+	switch {
+	case errors.Is(list.err, errFileNotFound):
+		// Missing for backups that have not finished or failed before upload.
+		d.line("Resource List:\t<backup resource list not found>")
+		return
+	case list.err != nil:
+		d.line("Resource List:\t<error getting backup resource list: %v>", list.err)
+		return
+	case len(list.items) == 0:
+		d.line("Resource List:\t%s", none)
+		return
+	}
+	d.line("Resource List:")
+	for _, kind := range slices.Sorted(maps.Keys(list.items)) {
+		d.line("  %s:", kind)
+		for _, item := range list.items[kind] {
+			d.line("    - %s", item)
+		}
+	}
+}
+
+// usesScopedResourceFilters reports whether the spec uses the newer
+// cluster-/namespace-scoped filters, which replace the older ones.
+func usesScopedResourceFilters(spec *v1.BackupSpec) bool {
+	return len(spec.IncludedClusterScopedResources)+len(spec.ExcludedClusterScopedResources)+
+		len(spec.IncludedNamespaceScopedResources)+len(spec.ExcludedNamespaceScopedResources) > 0
+}
+
+func formatMap(m map[string]string) string {
+	if len(m) == 0 {
+		return none
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func listOr(items []string, empty string) string {
+	if len(items) == 0 {
+		return empty
+	}
+	return strings.Join(items, ", ")
+}
+
+func valueOr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
+}
+
+func boolPtrString(b *bool, yes, no, unset string) string {
+	switch {
+	case b == nil:
+		return unset
+	case *b:
+		return yes
+	default:
+		return no
+	}
+}
+
+func selectorString(s *metav1.LabelSelector) string {
+	if s == nil {
+		return none
+	}
+	return metav1.FormatLabelSelector(s)
+}
+
+func orSelectorString(sels []*metav1.LabelSelector) string {
+	if len(sels) == 0 {
+		return none
+	}
+	parts := make([]string, 0, len(sels))
+	for _, s := range sels {
+		parts = append(parts, metav1.FormatLabelSelector(s))
+	}
+	return strings.Join(parts, " or ")
+}
+
+func ttlString(d time.Duration) string {
+	if d == 0 {
+		return "<server default>"
+	}
+	return d.String()
+}

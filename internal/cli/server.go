@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lifeboat-io/lifeboat/internal/server"
+)
+
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"text", "json"}
+)
+
+// runServer is server.Run; tests swap it to see the options the flags built.
+var runServer = server.Run
+
+func newServerCommand(f *Factory) *cobra.Command {
+	opts := server.DefaultOptions()
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the Lifeboat controllers",
+		Long: "Run the controllers that carry out backups, restores and deletions.\n" +
+			"The server works on the objects in the namespace given by -n (default velero).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Checked here so a typo names the flag instead of surfacing as
+			// a logger setup error after the client has connected.
+			if !slices.Contains(logLevels, opts.LogLevel) {
+				return fmt.Errorf("invalid --log-level %q: must be one of %v", opts.LogLevel, logLevels)
+			}
+			if !slices.Contains(logFormats, opts.LogFormat) {
+				return fmt.Errorf("invalid --log-format %q: must be one of %v", opts.LogFormat, logFormats)
+			}
+			if opts.ListWorkers < 1 {
+				return fmt.Errorf("invalid --list-workers %d: must be at least 1", opts.ListWorkers)
+			}
+			opts.Namespace = f.Namespace
+			cfg, err := f.RESTConfig()
+			if err != nil {
+				return err
+			}
+			// cmd.Context() is cancelled on SIGINT/SIGTERM by Execute, which
+			// is what lets the manager shut down cleanly.
+			if err := runServer(cmd.Context(), cfg, opts); err != nil {
+				return f.explain(fmt.Errorf("server: %w", err))
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.MetricsAddress, "metrics-address", opts.MetricsAddress, `address to serve Prometheus metrics on ("0" disables)`)
+	fl.StringVar(&opts.HealthAddress, "health-address", opts.HealthAddress, `address to serve /healthz and /readyz on ("0" disables)`)
+	fl.StringVar(&opts.DefaultBackupStorageLocation, "default-backup-storage-location", opts.DefaultBackupStorageLocation, "storage location for backups that name none when no location is marked default")
+	fl.DurationVar(&opts.DefaultBackupTTL, "default-backup-ttl", opts.DefaultBackupTTL, "how long backups without spec.ttl are kept")
+	fl.DurationVar(&opts.StoreValidationFrequency, "store-validation-frequency", opts.StoreValidationFrequency, "how often storage locations are checked when they set no validationFrequency")
+	fl.IntVar(&opts.ListWorkers, "list-workers", opts.ListWorkers, "concurrent LIST calls while a backup collects items")
+	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
+	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
+	return cmd
+}
