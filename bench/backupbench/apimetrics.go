@@ -62,8 +62,8 @@ func label(set, name string) string {
 }
 
 // since returns the requests made between two scrapes: all verbs, and
-// LISTs alone. The earlier scrape's own GET is counted by the later one and
-// is taken off.
+// LISTs alone. The scrapes themselves (GET /metrics) are not counted by
+// this metric.
 func (c requestCounts) since(before requestCounts) (total, lists int) {
 	var t float64
 	for verb, v := range c {
@@ -73,5 +73,5 @@ func (c requestCounts) since(before requestCounts) (total, lists int) {
 			lists = int(d)
 		}
 	}
-	return int(t) - 1, lists
+	return int(t), lists
 }

@@ -229,7 +229,7 @@ func measureSize(ctx context.Context, c config, n int) (res sizeResult, err erro
 		// Alternate which side goes first so that neither always meets the
 		// API server just after the other has warmed (or loaded) it.
 		floorFirst := i%2 == 0
-		for _, side := range []bool{floorFirst, !floorFirst} {
+		for _, isFloor := range []bool{floorFirst, !floorFirst} {
 			before, err := apiRequests(ctx, k)
 			if err != nil {
 				return res, err
@@ -237,7 +237,7 @@ func measureSize(ctx context.Context, c config, n int) (res sizeResult, err erro
 			if err := sleep(ctx, c.pause); err != nil {
 				return res, err
 			}
-			if side {
+			if isFloor {
 				if r.Floor, err = floor.run(ctx, fmt.Sprintf("run%d", i+1)); err != nil {
 					return res, err
 				}
@@ -248,7 +248,7 @@ func measureSize(ctx context.Context, c config, n int) (res sizeResult, err erro
 			if err != nil {
 				return res, err
 			}
-			if side {
+			if isFloor {
 				r.Floor.APIRequests, r.Floor.APILists = after.since(before)
 			} else {
 				r.Lifeboat.APIRequests, r.Lifeboat.APILists = after.since(before)

@@ -171,8 +171,7 @@ type floorRunner struct {
 }
 
 // run times one floor run from process start to exit, the same span as a
-// Lifeboat backup's create-to-Completed, and reads its peak RSS from the
-// kernel's accounting of the exited child.
+// Lifeboat backup's create-to-Completed.
 func (f floorRunner) run(ctx context.Context, label string) (floorResult, error) {
 	out := filepath.Join(f.dir, "floor-"+label+".tar.gz")
 	defer os.Remove(out)
@@ -190,16 +189,16 @@ func (f floorRunner) run(ctx context.Context, label string) (floorResult, error)
 		return floorResult{}, fmt.Errorf("floor run %s: %w: %s", label, err, strings.TrimSpace(stderr.String()))
 	}
 	res := floorResult{WallSeconds: wall.Seconds()}
-	if _, err := fmt.Sscanf(strings.TrimSpace(stdout.String()), "items=%d bytes=%d seconds=%g", &res.Items, &res.JSONBytes, &res.SelfSeconds); err != nil {
+	if _, err := fmt.Sscanf(strings.TrimSpace(stdout.String()), "items=%d bytes=%d seconds=%g peak_rss_kib=%d",
+		&res.Items, &res.JSONBytes, &res.SelfSeconds, &res.PeakRSSKiB); err != nil {
 		return floorResult{}, fmt.Errorf("floor run %s: parsing its output %q: %w", label, stdout.String(), err)
 	}
 	if fi, err := os.Stat(out); err == nil {
 		res.ArchiveBytes = fi.Size()
 	}
+	// Peak RSS comes from the floor itself (VmHWM), not from the child's
+	// ru_maxrss: see peakRSSKiB in bench/floor.
 	ps := cmd.ProcessState
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		res.PeakRSSKiB = ru.Maxrss // KiB on Linux
-	}
 	res.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
 	return res, nil
 }

@@ -129,7 +129,7 @@ func writeReport(w io.Writer, c config, results []sizeResult) {
 		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.2f | %.1f | %.1f |\n", s.N, f, l, r, frss, kibToMiB(s.ServerPeakRSSKiB))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%d namespaces; %d warm-up run(s) of each side per N, not counted. Items/s and ratio are medians over runs; the ratio is taken per run, then the median. Server peak RSS is VmHWM of one server process per N, over all its backups.\n\n", c.namespaces, c.warmup)
+	fmt.Fprintf(w, "%d namespaces; %d warm-up run(s) of each side per N, not counted; %s idle before each measurement. Items/s and ratio are medians over runs; the ratio is taken per run, then the median. Server peak RSS is VmHWM of one server process per N, over all its backups.\n\n", c.namespaces, c.warmup, c.pause)
 
 	fmt.Fprintln(w, "### Raw runs")
 	fmt.Fprintln(w)

@@ -5,8 +5,9 @@
 // Lifeboat is in it on purpose: the benchmark compares Lifeboat against
 // what a plain client-go program does, measured in the same run.
 //
-// It prints one line, `items=<n> bytes=<json bytes> seconds=<s>`, where
-// seconds covers the LISTs and the archive, not process start.
+// It prints one line, `items=<n> bytes=<json bytes> seconds=<s>
+// peak_rss_kib=<k>`, where seconds covers the LISTs and the archive, not
+// process start, and peak_rss_kib is the process's VmHWM at the end.
 package main
 
 import (
@@ -49,7 +50,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("items=%d bytes=%d seconds=%.6f\n", res.items, res.bytes, res.elapsed.Seconds())
+	hwm, err := peakRSSKiB()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("items=%d bytes=%d seconds=%.6f peak_rss_kib=%d\n", res.items, res.bytes, res.elapsed.Seconds(), hwm)
+}
+
+// peakRSSKiB reads this process's VmHWM. The parent cannot get it from
+// getrusage: Go starts children with vfork, and Linux carries the parent's
+// peak RSS into the child's ru_maxrss at exec, so a small child would look
+// as large as the benchmark that started it.
+func peakRSSKiB() (int64, error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("reading peak RSS: %w", err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err != nil {
+				return 0, fmt.Errorf("parsing %q: %w", line, err)
+			}
+			return kib, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 type result struct {
