@@ -17,6 +17,8 @@ type listJob struct {
 	Keep func(rawItem) bool
 	// LabelSelector is passed to the server so it filters before sending.
 	LabelSelector string
+	// Preloaded, when set, holds the job's items already: nothing is listed.
+	Preloaded []rawItem
 	// WriteIf, when set, is checked by the writer just before an item is
 	// stored, after every earlier job has been written.
 	WriteIf func(rawItem) bool
@@ -106,6 +108,11 @@ func (c *collector) drain(ctx context.Context, job listJob, out <-chan pageOrErr
 
 func (c *collector) produce(ctx context.Context, job listJob, out chan<- pageOrErr) {
 	defer close(out)
+	if job.Preloaded != nil {
+		c.total.Add(int64(len(job.Preloaded)))
+		send(ctx, out, pageOrErr{page: &page{Items: job.Preloaded}})
+		return
+	}
 	cont := ""
 	first := true
 	// estimate is what this job has added to the total; it only grows.

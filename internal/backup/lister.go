@@ -60,9 +60,15 @@ type page struct {
 }
 
 func (l pageLister) list(ctx context.Context, rt resourceType, ns, labelSelector, cont string) (*page, error) {
-	req := l.client.Get().AbsPath(rt.listPath(ns)).
-		Param("limit", strconv.Itoa(pageSize)).
-		SetHeader("Accept", "application/json")
+	return l.listLimit(ctx, rt, ns, labelSelector, cont, pageSize)
+}
+
+// listLimit LISTs with a given page size; 0 asks for everything at once.
+func (l pageLister) listLimit(ctx context.Context, rt resourceType, ns, labelSelector, cont string, limit int) (*page, error) {
+	req := l.client.Get().AbsPath(rt.listPath(ns)).SetHeader("Accept", "application/json")
+	if limit > 0 {
+		req = req.Param("limit", strconv.Itoa(limit))
+	}
 	if cont != "" {
 		req = req.Param("continue", cont)
 	}

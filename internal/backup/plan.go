@@ -39,13 +39,17 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		r.log.Error("discovery was incomplete", "error", derr)
 	}
 	spec := r.b.Spec.DeepCopy()
-	// Namespaces labelled velero.io/exclude-from-backup=true are left out
-	// as if the spec excluded them, as Velero does.
-	excludedNS, err := r.labelledExcludedNamespaces(ctx, types)
+	allNamespaces, err := r.listNamespaces(ctx, types)
 	if err != nil {
 		return nil, err
 	}
-	spec.ExcludedNamespaces = append(spec.ExcludedNamespaces, excludedNS...)
+	// Namespaces labelled velero.io/exclude-from-backup=true are left out
+	// as if the spec excluded them, as Velero does.
+	for _, ns := range allNamespaces {
+		if selection.ExcludedFromBackup(ns.Labels) {
+			spec.ExcludedNamespaces = append(spec.ExcludedNamespaces, ns.Name)
+		}
+	}
 
 	resources, errs := selection.NewResourceFilter(spec, selection.NewDiscoveryResolver(lists))
 	if len(errs) > 0 {
@@ -80,9 +84,13 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		case !resources.ShouldIncludeResource(gr, rt.Namespaced):
 			continue
 		case gr == namespacesResource:
-			namespaceJob = &listJob{Type: rt, Keep: func(it rawItem) bool {
-				return namespaces.ShouldInclude(it.Name) && !selection.ExcludedFromBackup(it.Labels)
-			}}
+			kept := []rawItem{}
+			for _, it := range allNamespaces {
+				if namespaces.ShouldInclude(it.Name) && !selection.ExcludedFromBackup(it.Labels) {
+					kept = append(kept, it)
+				}
+			}
+			namespaceJob = &listJob{Type: rt, Preloaded: kept}
 			if labels.Selects() && namespaces.IncludesAll() {
 				// A whole-cluster backup with a label selector keeps the
 				// namespaces that match it or hold items it kept.
@@ -112,28 +120,20 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	return p, nil
 }
 
-// labelledExcludedNamespaces lists the namespaces labelled to be left out
-// of every backup.
-func (r *run) labelledExcludedNamespaces(ctx context.Context, types []resourceType) ([]string, error) {
+// listNamespaces returns every namespace in one unpaged LIST. The plan
+// needs them up front (to honour the exclude-from-backup label) and they are
+// few; an unpaged LIST is also served at once from the API server's cache,
+// where a paged one can wait for the cache to catch up with recent writes.
+func (r *run) listNamespaces(ctx context.Context, types []resourceType) ([]rawItem, error) {
 	for _, rt := range types {
 		if rt.GroupResource() != namespacesResource {
 			continue
 		}
-		var names []string
-		cont := ""
-		for {
-			pg, err := r.e.lister.list(ctx, rt, "", selection.ExcludeFromBackupLabel+"=true", cont)
-			if err != nil {
-				return nil, fmt.Errorf("finding namespaces labelled %s: %w", selection.ExcludeFromBackupLabel, err)
-			}
-			for _, it := range pg.Items {
-				names = append(names, it.Name)
-			}
-			if pg.Continue == "" {
-				return names, nil
-			}
-			cont = pg.Continue
+		pg, err := r.e.lister.listLimit(ctx, rt, "", "", "", 0)
+		if err != nil {
+			return nil, fmt.Errorf("listing namespaces: %w", err)
 		}
+		return pg.Items, nil
 	}
 	return nil, nil
 }

@@ -34,6 +34,9 @@ func newServerCommand(f *Factory) *cobra.Command {
 			if !slices.Contains(logFormats, opts.LogFormat) {
 				return fmt.Errorf("invalid --log-format %q: must be one of %v", opts.LogFormat, logFormats)
 			}
+			if opts.ClientQPS <= 0 || opts.ClientBurst < 1 {
+				return fmt.Errorf("invalid --client-qps %v / --client-burst %d: both must be positive", opts.ClientQPS, opts.ClientBurst)
+			}
 			if opts.ListWorkers < 1 {
 				return fmt.Errorf("invalid --list-workers %d: must be at least 1", opts.ListWorkers)
 			}
@@ -57,6 +60,8 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.DurationVar(&opts.DefaultBackupTTL, "default-backup-ttl", opts.DefaultBackupTTL, "how long backups without spec.ttl are kept")
 	fl.DurationVar(&opts.StoreValidationFrequency, "store-validation-frequency", opts.StoreValidationFrequency, "how often storage locations are checked when they set no validationFrequency")
 	fl.IntVar(&opts.ListWorkers, "list-workers", opts.ListWorkers, "concurrent LIST calls while a backup collects items")
+	fl.Float32Var(&opts.ClientQPS, "client-qps", opts.ClientQPS, "queries per second the server may send to the API server")
+	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps the server may send")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
 	return cmd

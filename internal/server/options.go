@@ -18,6 +18,11 @@ type Options struct {
 	// StoreValidationFrequency is how often storage locations are checked
 	// when a location sets no validationFrequency.
 	StoreValidationFrequency time.Duration
+	// ClientQPS and ClientBurst rate-limit the server's API calls. A backup
+	// issues one LIST per resource type and page, so the limit must sit
+	// well above client-go's default of 5 for backups not to be throttled.
+	ClientQPS   float32
+	ClientBurst int
 	// ListWorkers bounds concurrent LIST calls while a backup collects items.
 	ListWorkers int
 	// LogLevel is debug, info, warn or error.
@@ -35,6 +40,8 @@ func DefaultOptions() Options {
 		DefaultBackupStorageLocation: "default",
 		DefaultBackupTTL:             720 * time.Hour,
 		StoreValidationFrequency:     time.Minute,
+		ClientQPS:                    100,
+		ClientBurst:                  200,
 		ListWorkers:                  4,
 		LogLevel:                     "info",
 		LogFormat:                    "text",

@@ -37,6 +37,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.ClientQPS, opts.ClientBurst
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
