@@ -42,7 +42,7 @@ func DefaultOptions() Options {
 		StoreValidationFrequency:     time.Minute,
 		ClientQPS:                    100,
 		ClientBurst:                  200,
-		ListWorkers:                  4,
+		ListWorkers:                  8,
 		LogLevel:                     "info",
 		LogFormat:                    "text",
 	}
