@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lifeboat-io/lifeboat/internal/archive/archivetest"
 )
 
 var testTime = time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)
@@ -571,5 +573,32 @@ func BenchmarkWriteItem(b *testing.B) {
 	b.StopTimer()
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+func TestReaderRefusesADecompressionBombEarly(t *testing.T) {
+	var buf bytes.Buffer
+	// 10 GB unpacked, from a few MiB.
+	if err := archivetest.Bomb(&buf, 10<<30, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(&buf, Limits{MaxRatio: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read int
+	for {
+		_, err = r.Next()
+		if err != nil {
+			break
+		}
+		read++
+	}
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "decompression bomb") {
+		t.Fatalf("got %v after %d entries, want a bomb error", err, read)
+	}
+	// The guard trips just past RatioGrace, long before 10 GB.
+	if int64(read)*(32<<20) > 2*RatioGrace {
+		t.Errorf("read %d entries (%d MiB) before refusing", read, int64(read)*32)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
@@ -25,7 +26,17 @@ type Limits struct {
 	// MaxTotalBytes bounds the whole uncompressed tar stream, headers and
 	// padding included.
 	MaxTotalBytes int64
+	// MaxRatio, when positive, bounds how many times larger the unpacked
+	// stream may grow than the compressed bytes read so far, once it has
+	// passed RatioGrace. Item JSON compresses perhaps 5-40 times; a
+	// decompression bomb a thousand. This catches a bomb after a few hundred
+	// MiB instead of at MaxTotalBytes.
+	MaxRatio int64
 }
+
+// RatioGrace is the unpacked size below which MaxRatio is not checked:
+// small archives of repetitive items may compress very well.
+const RatioGrace int64 = 256 << 20
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxEntryBytes <= 0 {
@@ -63,12 +74,13 @@ type Reader struct {
 // NewReader reads the gzip header from r and returns a Reader for the
 // entries that follow.
 func NewReader(r io.Reader, limits Limits) (*Reader, error) {
-	gz, err := gzip.NewReader(r)
+	compressed := &countingReader{r: r, limit: math.MaxInt64}
+	gz, err := gzip.NewReader(compressed)
 	if err != nil {
 		return nil, fmt.Errorf("archive: open gzip stream: %w", err)
 	}
 	limits = limits.withDefaults()
-	count := &countingReader{r: gz, limit: limits.MaxTotalBytes}
+	count := &countingReader{r: gz, limit: limits.MaxTotalBytes, ratio: limits.MaxRatio, compressed: compressed}
 	return &Reader{gz: gz, tr: tar.NewReader(count), count: count, limits: limits}, nil
 }
 
@@ -198,6 +210,9 @@ type countingReader struct {
 	r     io.Reader
 	n     int64
 	limit int64
+	// ratio and compressed, when set, bound n against the compressed bytes.
+	ratio      int64
+	compressed *countingReader
 }
 
 var errStreamTooLarge = errors.New("uncompressed archive passes its size limit")
@@ -211,5 +226,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if c.ratio > 0 && c.n > RatioGrace && c.n > c.ratio*c.compressed.n {
+		return n, fmt.Errorf("%w: %d MiB unpacked from %d KiB is more than %d times its compressed size; refusing it as a likely decompression bomb",
+			ErrTooLarge, c.n>>20, c.compressed.n>>10, c.ratio)
+	}
 	return n, err
 }

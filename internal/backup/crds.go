@@ -38,7 +38,7 @@ func (r *run) writeCRDs(ctx context.Context, aw *archive.Writer, crdType resourc
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			r.results.error("", fmt.Sprintf("getting the CustomResourceDefinition of %s: %v", gr, err))
+			r.results.Error("", fmt.Sprintf("getting the CustomResourceDefinition of %s: %v", gr, err))
 			continue
 		}
 		var head itemHead

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +23,8 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/results"
+	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
@@ -91,8 +94,8 @@ type run struct {
 	b        *v1.Backup
 	store    *storage.BackupStore
 	progress ProgressFunc
-	log      *backupLog
-	results  resultsRecorder
+	log      *runlog.Log
+	results  results.Recorder
 	// resourceList maps "v1/ConfigMap" to "ns/name" entries, as Velero writes it.
 	resourceList map[string][]string
 	// namespacesWithItems are the namespaces that items were stored from.
@@ -102,7 +105,7 @@ type run struct {
 }
 
 func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
-	lg, err := newBackupLog(b)
+	lg, err := runlog.New("backup", b.Namespace+"/"+b.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +115,7 @@ func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress Progre
 	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: map[string][]string{}, namespacesWithItems: map[string]bool{}}, nil
 }
 
-func (r *run) close() { r.log.discard() }
+func (r *run) close() { r.log.Discard() }
 
 func (r *run) execute(ctx context.Context) Outcome {
 	name := r.b.Name
@@ -122,7 +125,7 @@ func (r *run) execute(ctx context.Context) Outcome {
 
 	err := r.collectAndUpload(ctx)
 	out := Outcome{Completion: time.Now(), Progress: v1.BackupProgress{TotalItems: r.backedUp, ItemsBackedUp: r.backedUp}}
-	res := r.results.snapshot()
+	res := r.results.Snapshot()
 	out.Warnings, out.Errors = res.Warnings.Count(), res.Errors.Count()
 	switch {
 	case err != nil:
@@ -199,7 +202,7 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 	}
 	c := &collector{lister: r.e.lister, window: r.e.ListWorkers}
 	onListError := func(job listJob, err error) {
-		r.results.error(job.Namespace, err.Error())
+		r.results.Error(job.Namespace, err.Error())
 		r.log.Error("listing failed", "resource", job.Type.GroupResource().String(), "namespace", job.Namespace, "error", err)
 	}
 	perType := map[schema.GroupResource]int{}
@@ -281,7 +284,7 @@ func (r *run) reportProgress(c *collector, final bool) {
 }
 
 // finish writes the small files and, last, the backup's metadata.
-func (r *run) finish(ctx context.Context, out Outcome, res Results) error {
+func (r *run) finish(ctx context.Context, out Outcome, res results.Results) error {
 	for _, entries := range r.resourceList {
 		sort.Strings(entries)
 	}
@@ -308,11 +311,10 @@ func (r *run) finish(ctx context.Context, out Outcome, res Results) error {
 }
 
 func (r *run) uploadLog(ctx context.Context) error {
-	rd, err := r.log.reader()
+	rd, err := r.log.Reader()
 	if err != nil {
 		return err
 	}
-	defer rd.Close()
 	return r.store.PutBackupLog(ctx, r.b.Name, rd)
 }
 
@@ -365,7 +367,7 @@ func ApplyOutcome(b *v1.Backup, out Outcome) {
 	p := out.Progress
 	b.Status.Progress = &p
 	if !out.Completion.IsZero() {
-		t := metav1Time(out.Completion)
+		t := metav1.NewTime(out.Completion)
 		b.Status.CompletionTimestamp = &t
 	}
 }

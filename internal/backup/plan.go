@@ -35,7 +35,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	if derr != nil {
 		// Some API groups could not be discovered: back up the rest, and
 		// say the backup is incomplete.
-		r.results.serverError(derr.Error())
+		r.results.ServerError(derr.Error())
 		r.log.Error("discovery was incomplete", "error", derr)
 	}
 	spec := r.b.Spec.DeepCopy()
@@ -56,7 +56,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		return nil, fmt.Errorf("invalid resource filters: %w", joinErrors(errs))
 	}
 	for _, w := range resources.Warnings() {
-		r.results.warning("", w)
+		r.results.Warning("", w)
 	}
 	labels, err := selection.NewLabelMatcher(spec)
 	if err != nil {

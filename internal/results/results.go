@@ -1,10 +1,11 @@
-package backup
+// Package results holds the warnings and errors of a backup or restore in
+// the shape of Velero's results file (`<name>-results.gz`).
+package results
 
 import "sync"
 
-// Result is the errors or warnings of a backup, grouped as Velero's results
-// file groups them: about the server itself, cluster-scoped items, and each
-// namespace.
+// Result is the errors or warnings of a run, grouped as Velero groups them:
+// about the server itself, cluster-scoped items, and each namespace.
 type Result struct {
 	Velero     []string            `json:"velero,omitempty"`
 	Cluster    []string            `json:"cluster,omitempty"`
@@ -31,37 +32,41 @@ func (r *Result) Count() int {
 	return n
 }
 
-// Results is the content of the `<backup>-results.gz` file.
+// Results is the content of a results file.
 type Results struct {
 	Errors   Result `json:"errors"`
 	Warnings Result `json:"warnings"`
 }
 
-// resultsRecorder collects results from concurrent listers.
-type resultsRecorder struct {
+// Recorder collects results from concurrent workers.
+type Recorder struct {
 	mu sync.Mutex
 	r  Results
 }
 
-func (rr *resultsRecorder) error(namespace, msg string) {
+// Error records a per-item error; namespace is empty for cluster-scoped items.
+func (rr *Recorder) Error(namespace, msg string) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	rr.r.Errors.add(namespace, msg)
 }
 
-func (rr *resultsRecorder) warning(namespace, msg string) {
+// Warning records a per-item warning; namespace is empty for cluster-scoped items.
+func (rr *Recorder) Warning(namespace, msg string) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	rr.r.Warnings.add(namespace, msg)
 }
 
-func (rr *resultsRecorder) serverError(msg string) {
+// ServerError records an error that is not about one item.
+func (rr *Recorder) ServerError(msg string) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	rr.r.Errors.Velero = append(rr.r.Errors.Velero, msg)
 }
 
-func (rr *resultsRecorder) snapshot() Results {
+// Snapshot returns a copy of what was recorded so far.
+func (rr *Recorder) Snapshot() Results {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	return rr.r

@@ -1,0 +1,467 @@
+package restore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/results"
+	"github.com/lifeboat-io/lifeboat/internal/runlog"
+	"github.com/lifeboat-io/lifeboat/internal/selection"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+)
+
+// createWorkers bounds concurrent creates within one resource type. Items
+// of one type do not depend on each other; types are restored in order.
+const createWorkers = 8
+
+// Defaults for Limits left at zero.
+const (
+	defaultMaxEntryBytes int64 = 64 << 20
+	defaultMaxTotalBytes int64 = 20 << 30
+	// maxRatio refuses archives that unpack to more than 200 times their
+	// compressed size (past archive.RatioGrace): backups compress 5-40
+	// times, decompression bombs a thousand.
+	maxRatio = 200
+)
+
+type run struct {
+	e        *Engine
+	rs       *v1.Restore
+	b        *v1.Backup
+	store    *storage.BackupStore
+	progress ProgressFunc
+	log      *runlog.Log
+	results  results.Recorder
+	dyn      dynamic.Interface
+	cs       kubernetes.Interface
+	types    *clusterTypes
+	tf       *transformer
+
+	total    int
+	restored atomic.Int64
+
+	mu sync.Mutex
+	// uids maps an owner's identity (group/kind/namespace/name, target
+	// namespace) to the UID it got here, to rewrite owner references.
+	uids map[string]types.UID
+	// fixups are items whose owners were restored after them.
+	fixups []ownerFixup
+	// namespaces already known to exist in the target cluster.
+	namespaces map[string]bool
+	// resourceList is "v1/ConfigMap" -> "ns/name(created)", as Velero writes it.
+	resourceList map[string][]string
+	lastReport   time.Time
+}
+
+type ownerFixup struct {
+	info resourceInfo
+	ns   string
+	name string
+	refs []metav1.OwnerReference
+}
+
+func (e *Engine) newRun(rs *v1.Restore, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
+	lg, err := runlog.New("restore", rs.Namespace+"/"+rs.Name)
+	if err != nil {
+		return nil, err
+	}
+	cfg := e.cfg
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		lg.Discard()
+		return nil, fmt.Errorf("creating dynamic client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		lg.Discard()
+		return nil, fmt.Errorf("creating kubernetes client: %w", err)
+	}
+	if progress == nil {
+		progress = func(v1.RestoreProgress) {}
+	}
+	return &run{
+		e: e, rs: rs, b: b, store: store, progress: progress, log: lg,
+		dyn: dyn, cs: cs, types: newClusterTypes(cs.Discovery()), tf: newTransformer(rs, b.Name),
+		uids: map[string]types.UID{}, namespaces: map[string]bool{}, resourceList: map[string][]string{},
+	}, nil
+}
+
+func (r *run) close() { r.log.Discard() }
+
+func (r *run) limits() archive.Limits {
+	l := archive.Limits{MaxEntryBytes: r.e.Limits.MaxEntryBytes, MaxTotalBytes: r.e.Limits.MaxTotalBytes, MaxRatio: maxRatio}
+	if l.MaxEntryBytes <= 0 {
+		l.MaxEntryBytes = defaultMaxEntryBytes
+	}
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = defaultMaxTotalBytes
+	}
+	return l
+}
+
+func (r *run) execute(ctx context.Context) error {
+	if err := r.types.refresh(); err != nil {
+		return err
+	}
+	keep, err := r.filter()
+	if err != nil {
+		return err
+	}
+	sp, err := newSpool()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sp.close() }()
+
+	rc, err := r.store.GetBackupContents(ctx, r.b.Name)
+	if errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("backup %q has no archive in its storage location (%s)", r.b.Name, storage.BackupContentsFile(r.b.Name))
+	}
+	if err != nil {
+		return fmt.Errorf("reading backup %q: %w", r.b.Name, err)
+	}
+	err = sp.fill(rc, r.limits(), keep)
+	_ = rc.Close()
+	if err != nil {
+		return fmt.Errorf("reading the archive of backup %q: %w", r.b.Name, err)
+	}
+	r.total = sp.total()
+	r.report(true)
+
+	for _, gr := range restoreOrder(sp.groupResources()) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("restore stopped before it finished: %w", err)
+		}
+		if err := r.restoreType(ctx, sp, gr); err != nil {
+			return err
+		}
+	}
+	r.applyFixups(ctx)
+	r.report(true)
+	return nil
+}
+
+// filter builds the per-item decision from the restore's spec, with
+// Velero's include/exclude rules.
+func (r *run) filter() (filter, error) {
+	spec := r.rs.Spec
+	bs := &v1.BackupSpec{
+		IncludedNamespaces:      spec.IncludedNamespaces,
+		ExcludedNamespaces:      spec.ExcludedNamespaces,
+		IncludedResources:       spec.IncludedResources,
+		ExcludedResources:       spec.ExcludedResources,
+		IncludeClusterResources: spec.IncludeClusterResources,
+		LabelSelector:           spec.LabelSelector,
+		OrLabelSelectors:        spec.OrLabelSelectors,
+	}
+	preferred, err := r.cs.Discovery().ServerPreferredResources()
+	var failed *discovery.ErrGroupDiscoveryFailed
+	if err != nil && !errors.As(err, &failed) {
+		preferred = nil
+	}
+	resources, errs := selection.NewResourceFilter(bs, selection.NewDiscoveryResolver(preferred))
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid filters: %w", errors.Join(errs...))
+	}
+	labels, err := selection.NewLabelMatcher(bs)
+	if err != nil {
+		return nil, err
+	}
+	namespaces := resources.Namespaces()
+	return func(ref archive.ItemRef, data []byte) (bool, error) {
+		if nonRestorable[ref.GroupResource] {
+			return false, nil
+		}
+		gr := schema.ParseGroupResource(ref.GroupResource)
+		if !resources.ShouldIncludeResource(gr, ref.Namespace != "") {
+			return false, nil
+		}
+		if ref.Namespace != "" && !namespaces.ShouldInclude(ref.Namespace) {
+			return false, nil
+		}
+		if gr == grNamespaces && !namespaces.ShouldInclude(ref.Name) {
+			return false, nil
+		}
+		if !labels.Selects() {
+			return true, nil
+		}
+		l, err := itemLabels(data)
+		if err != nil {
+			return false, err
+		}
+		return labels.Matches(l), nil
+	}, nil
+}
+
+// restoreType creates every spooled item of one type, a few at a time.
+func (r *run) restoreType(ctx context.Context, sp *spool, grs string) error {
+	gr := schema.ParseGroupResource(grs)
+	items := make(chan spooledItem)
+	var wg sync.WaitGroup
+	var created []string
+	var createdMu sync.Mutex
+	for range createWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range items {
+				name, ok := r.restoreItem(ctx, gr, it)
+				if ok && gr == grCRDs {
+					createdMu.Lock()
+					created = append(created, name)
+					createdMu.Unlock()
+				}
+				r.restored.Add(1)
+				r.report(false)
+			}
+		}()
+	}
+	err := sp.each(grs, func(it spooledItem) error {
+		select {
+		case items <- it:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	close(items)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if gr == grCRDs && len(created) > 0 {
+		r.waitEstablished(ctx, created)
+		if err := r.types.refresh(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreItem creates one item; problems are recorded, not returned. It
+// reports the item's name and whether it exists in the cluster now.
+func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spooledItem) (string, bool) {
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(it.JSON, &obj.Object); err != nil {
+		r.itemError(it.Namespace, gr, it.Name, fmt.Errorf("decoding the stored item: %w", err))
+		return "", false
+	}
+	gv, err := schema.ParseGroupVersion(obj.GetAPIVersion())
+	if err != nil || gv.Group != gr.Group {
+		r.itemError(it.Namespace, gr, it.Name, fmt.Errorf("stored item has apiVersion %q, which does not belong to %s", obj.GetAPIVersion(), gr))
+		return "", false
+	}
+	info, err := r.types.lookup(gr, gv.Version)
+	if err != nil {
+		r.itemError(it.Namespace, gr, it.Name, err)
+		return "", false
+	}
+	r.tf.prepare(obj, gr, info)
+	ns := obj.GetNamespace()
+	if info.Namespaced {
+		if err := r.ensureNamespace(ctx, ns); err != nil {
+			r.itemError(ns, gr, obj.GetName(), err)
+			return "", false
+		}
+	}
+	r.rewriteOwners(obj, info)
+
+	client := r.client(info, ns)
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	createdObj, err := client.Create(cctx, obj, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		r.recordUID(gv.Group, info.Kind, ns, obj.GetName(), createdObj.GetUID())
+		r.record(obj, "created")
+		return obj.GetName(), true
+	case apierrors.IsAlreadyExists(err):
+		r.existing(cctx, client, obj, gr, info)
+		return obj.GetName(), true
+	default:
+		r.itemError(ns, gr, obj.GetName(), fmt.Errorf("creating: %w", err))
+		r.record(obj, "failed")
+		return obj.GetName(), false
+	}
+}
+
+func (r *run) client(info resourceInfo, ns string) dynamic.ResourceInterface {
+	if info.Namespaced {
+		return r.dyn.Resource(info.GVR).Namespace(ns)
+	}
+	return r.dyn.Resource(info.GVR)
+}
+
+// existing handles an item that is already in the cluster, as the spec's
+// existingResourcePolicy says: "none" keeps the live object and warns when
+// it differs from the backup; "update" patches it to the backed-up state.
+func (r *run) existing(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, gr schema.GroupResource, info resourceInfo) {
+	ns, name := obj.GetNamespace(), obj.GetName()
+	live, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		r.itemError(ns, gr, name, fmt.Errorf("it already exists, and reading it failed: %w", err))
+		r.record(obj, "failed")
+		return
+	}
+	r.recordUID(info.GVR.Group, info.Kind, ns, name, live.GetUID())
+	normalized := live.DeepCopy()
+	r.tf.prepare(normalized, gr, info)
+	// Owner references point at UIDs of this cluster on both sides now.
+	normalized.SetOwnerReferences(live.GetOwnerReferences())
+	patch, err := mergePatch(normalized, obj)
+	if err != nil {
+		r.itemError(ns, gr, name, err)
+		r.record(obj, "failed")
+		return
+	}
+	if patch == nil {
+		r.record(obj, "skipped")
+		return
+	}
+	if r.rs.Spec.ExistingResourcePolicy != v1.PolicyTypeUpdate {
+		r.results.Warning(ns, fmt.Sprintf("could not restore %s %s: it already exists and differs from the backup (existingResourcePolicy is none; set it to update to overwrite)", gr, qualified(ns, name)))
+		r.record(obj, "skipped")
+		return
+	}
+	if _, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		r.results.Warning(ns, fmt.Sprintf("could not update the existing %s %s: %v", gr, qualified(ns, name), err))
+		r.record(obj, "failed")
+		return
+	}
+	r.record(obj, "updated")
+}
+
+// ensureNamespace creates a namespace the restore writes into when it does
+// not exist yet (the backup may not hold it, or it was mapped to a new name).
+func (r *run) ensureNamespace(ctx context.Context, ns string) error {
+	r.mu.Lock()
+	known := r.namespaces[ns]
+	r.mu.Unlock()
+	if known {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err := r.cs.CoreV1().Namespaces().Get(cctx, ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		created := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+			v1.BackupNameLabel: r.b.Name, v1.RestoreNameLabel: r.rs.Name,
+		}}}
+		_, err = r.cs.CoreV1().Namespaces().Create(cctx, created, metav1.CreateOptions{})
+		if err == nil {
+			r.log.Info("created namespace", "namespace", ns)
+		}
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("making sure namespace %s exists: %w", ns, err)
+	}
+	r.mu.Lock()
+	r.namespaces[ns] = true
+	r.mu.Unlock()
+	return nil
+}
+
+// waitEstablished waits (bounded) for restored CRDs to serve their custom
+// resources, which are restored next.
+func (r *run) waitEstablished(ctx context.Context, names []string) {
+	sort.Strings(names)
+	crds := r.dyn.Resource(grCRDs.WithVersion("v1"))
+	deadline := time.Now().Add(time.Minute)
+	for _, name := range names {
+		for {
+			obj, err := crds.Get(ctx, name, metav1.GetOptions{})
+			if err == nil && established(obj) {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				r.results.Warning("", fmt.Sprintf("CustomResourceDefinition %s was not established within a minute; its custom resources may fail to restore", name))
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+func established(obj *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) itemError(ns string, gr schema.GroupResource, name string, err error) {
+	msg := fmt.Sprintf("error restoring %s %s: %v", gr, qualified(ns, name), err)
+	r.results.Error(ns, msg)
+	r.log.Error("restoring item failed", "resource", gr.String(), "namespace", ns, "name", name, "error", err)
+}
+
+func (r *run) record(obj *unstructured.Unstructured, action string) {
+	key := obj.GetAPIVersion() + "/" + obj.GetKind()
+	entry := qualified(obj.GetNamespace(), obj.GetName()) + "(" + action + ")"
+	r.mu.Lock()
+	r.resourceList[key] = append(r.resourceList[key], entry)
+	r.mu.Unlock()
+}
+
+func (r *run) report(final bool) {
+	r.mu.Lock()
+	now := time.Now()
+	if !final && now.Sub(r.lastReport) < time.Second {
+		r.mu.Unlock()
+		return
+	}
+	r.lastReport = now
+	r.mu.Unlock()
+	r.progress(v1.RestoreProgress{TotalItems: r.total, ItemsRestored: int(r.restored.Load())})
+}
+
+// upload writes the restore's files next to its backup.
+func (r *run) upload(ctx context.Context, res results.Results) error {
+	name := r.rs.Name
+	for _, entries := range r.resourceList {
+		sort.Strings(entries)
+	}
+	logs, err := r.log.Reader()
+	if err != nil {
+		return err
+	}
+	return errors.Join(
+		r.store.PutRestoreResults(ctx, name, res),
+		r.store.PutRestoreResourceList(ctx, name, r.resourceList),
+		r.store.PutRestoreItemOperations(ctx, name, []any{}),
+		r.store.PutRestoreVolumeInfo(ctx, name, []any{}),
+		r.store.PutRestoreLog(ctx, name, logs),
+	)
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}

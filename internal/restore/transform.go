@@ -1,0 +1,159 @@
+package restore
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+)
+
+// serverSetMetadata is metadata the API server assigns; a restored object
+// gets its own.
+var serverSetMetadata = []string{
+	"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation",
+	"selfLink", "deletionTimestamp", "deletionGracePeriodSeconds",
+}
+
+var (
+	grServices   = schema.GroupResource{Resource: "services"}
+	grPods       = schema.GroupResource{Resource: "pods"}
+	grPVCs       = schema.GroupResource{Resource: "persistentvolumeclaims"}
+	grPVs        = schema.GroupResource{Resource: "persistentvolumes"}
+	grNamespaces = schema.GroupResource{Resource: "namespaces"}
+	grJobs       = schema.GroupResource{Group: "batch", Resource: "jobs"}
+	grCRDs       = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+)
+
+// pvcBindingAnnotations are written by the PV controller of the source
+// cluster; left in place they would stop the target's from binding.
+var pvcBindingAnnotations = []string{
+	"pv.kubernetes.io/bind-completed", "pv.kubernetes.io/bound-by-controller",
+	"volume.kubernetes.io/selected-node",
+}
+
+// jobControllerLabels tie a Job's selector and pods to the source Job's UID.
+var jobControllerLabels = []string{"controller-uid", "batch.kubernetes.io/controller-uid"}
+
+// transformer prepares backed-up objects for the target cluster. It is a
+// pure function of the object and the restore's spec, so that the same
+// normalisation can be applied to a live object when comparing the two.
+type transformer struct {
+	restore           *v1.Restore
+	backupName        string
+	namespaceMapping  map[string]string
+	preserveNodePorts bool
+}
+
+func newTransformer(rs *v1.Restore, backupName string) *transformer {
+	return &transformer{
+		restore:           rs,
+		backupName:        backupName,
+		namespaceMapping:  rs.Spec.NamespaceMapping,
+		preserveNodePorts: rs.Spec.PreserveNodePorts != nil && *rs.Spec.PreserveNodePorts,
+	}
+}
+
+// targetNamespace is where items of namespace ns are restored to.
+func (t *transformer) targetNamespace(ns string) string {
+	if to, ok := t.namespaceMapping[ns]; ok && to != "" {
+		return to
+	}
+	return ns
+}
+
+// prepare rewrites obj in place for creation. Owner references are handled
+// by the caller, which knows what has been restored.
+func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupResource, info resourceInfo) {
+	meta, _ := obj.Object["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		obj.Object["metadata"] = meta
+	}
+	for _, f := range serverSetMetadata {
+		delete(meta, f)
+	}
+	if info.HasStatus {
+		delete(obj.Object, "status")
+	}
+	if info.Namespaced {
+		obj.SetNamespace(t.targetNamespace(obj.GetNamespace()))
+	}
+	if gr == grNamespaces {
+		obj.SetName(t.targetNamespace(obj.GetName()))
+	}
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1.BackupNameLabel] = t.backupName
+	labels[v1.RestoreNameLabel] = t.restore.Name
+	obj.SetLabels(labels)
+
+	switch gr {
+	case grServices:
+		t.prepareService(obj)
+	case grPods:
+		unstructured.RemoveNestedField(obj.Object, "spec", "nodeName")
+	case grPVCs:
+		annotations := obj.GetAnnotations()
+		for _, a := range pvcBindingAnnotations {
+			delete(annotations, a)
+		}
+		obj.SetAnnotations(emptyToNil(annotations))
+	case grPVs:
+		unstructured.RemoveNestedField(obj.Object, "spec", "claimRef", "uid")
+		unstructured.RemoveNestedField(obj.Object, "spec", "claimRef", "resourceVersion")
+		if ns, ok, _ := unstructured.NestedString(obj.Object, "spec", "claimRef", "namespace"); ok {
+			_ = unstructured.SetNestedField(obj.Object, t.targetNamespace(ns), "spec", "claimRef", "namespace")
+		}
+	case grJobs:
+		for _, path := range [][]string{{"spec", "selector", "matchLabels"}, {"spec", "template", "metadata", "labels"}} {
+			m, ok, _ := unstructured.NestedStringMap(obj.Object, path...)
+			if !ok {
+				continue
+			}
+			for _, l := range jobControllerLabels {
+				delete(m, l)
+			}
+			_ = unstructured.SetNestedStringMap(obj.Object, m, path...)
+		}
+		// The API server generates the selector of a Job whose template
+		// has no controller-uid labels; a selector left over from the
+		// source cluster would no longer match anything.
+		if manual, _, _ := unstructured.NestedBool(obj.Object, "spec", "manualSelector"); !manual {
+			unstructured.RemoveNestedField(obj.Object, "spec", "selector")
+		}
+	}
+}
+
+// prepareService drops the addresses the source cluster allocated: the
+// target allocates its own, and a taken IP or port would fail the create.
+func (t *transformer) prepareService(obj *unstructured.Unstructured) {
+	if ip, _, _ := unstructured.NestedString(obj.Object, "spec", "clusterIP"); !strings.EqualFold(ip, "None") {
+		unstructured.RemoveNestedField(obj.Object, "spec", "clusterIP")
+		unstructured.RemoveNestedField(obj.Object, "spec", "clusterIPs")
+	}
+	if t.preserveNodePorts {
+		return
+	}
+	unstructured.RemoveNestedField(obj.Object, "spec", "healthCheckNodePort")
+	ports, ok, _ := unstructured.NestedSlice(obj.Object, "spec", "ports")
+	if !ok {
+		return
+	}
+	for _, p := range ports {
+		if m, ok := p.(map[string]any); ok {
+			delete(m, "nodePort")
+		}
+	}
+	_ = unstructured.SetNestedSlice(obj.Object, ports, "spec", "ports")
+}
+
+func emptyToNil(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
