@@ -3,6 +3,7 @@ package restore
 import (
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -89,6 +90,11 @@ func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupRes
 	}
 	labels[v1.BackupNameLabel] = t.backupName
 	labels[v1.RestoreNameLabel] = t.restore.Name
+	if gr == grNamespaces {
+		// The API server keeps this label equal to the name; a mapped
+		// namespace gets its new name here, as the server would set it.
+		labels[corev1.LabelMetadataName] = obj.GetName()
+	}
 	obj.SetLabels(labels)
 
 	switch gr {
