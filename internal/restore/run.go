@@ -274,6 +274,12 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 		r.itemError(it.Namespace, gr, it.Name, err)
 		return "", false
 	}
+	if gr == grPVs && r.rs.Spec.RestorePVs != nil && !*r.rs.Spec.RestorePVs {
+		// The decision is recorded so nobody wonders where the volume went.
+		r.log.Info("persistent volume not restored: spec.restorePVs is false", "name", obj.GetName())
+		r.record(obj, "skipped")
+		return obj.GetName(), false
+	}
 	r.tf.prepare(obj, gr, info)
 	ns := obj.GetNamespace()
 	if info.Namespaced {

@@ -1,0 +1,85 @@
+package restore
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/archive/archivetest"
+)
+
+// veleroItem renders an object the way Velero stores it: encoding/json of
+// the unstructured object (keys sorted), server-set fields included.
+func veleroItem(t *testing.T, obj map[string]any) []byte {
+	t.Helper()
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestRestoresABackupLaidOutAsVeleroWritesIt builds a tarball from Velero's
+// documented layout (metadata/version with a newline, the unversioned copy
+// followed by the <version>-preferredversion copy, an item from an old
+// backup without the preferred copy, server-set metadata and status in the
+// items) and restores it.
+func TestRestoresABackupLaidOutAsVeleroWritesIt(t *testing.T) {
+	w := newWorld(t)
+	ns := uniq("velero-made")
+	meta := func(name string) map[string]any {
+		return map[string]any{
+			"name": name, "namespace": ns, "uid": "0b7c2f0e-1111-4e55-9a60-5f8d1a2b3c4d", "resourceVersion": "48213",
+			"creationTimestamp": "2026-01-02T03:04:05Z", "labels": map[string]any{"app": "legacy"},
+			"managedFields": []any{map[string]any{"manager": "kubectl", "operation": "Update", "apiVersion": "v1"}},
+		}
+	}
+	nsObj := veleroItem(t, map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": ns, "uid": "5e0d", "resourceVersion": "1", "labels": map[string]any{"kubernetes.io/metadata.name": ns}},
+		"spec":     map[string]any{"finalizers": []any{"kubernetes"}}, "status": map[string]any{"phase": "Active"}})
+	cm := veleroItem(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("legacy-settings"), "data": map[string]any{"mode": "classic"}})
+	secret := veleroItem(t, map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": meta("legacy-secret"), "type": "Opaque", "data": map[string]any{"k": "dmFsdWU="}})
+	deploy := veleroItem(t, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("legacy-web"),
+		"spec": map[string]any{
+			"replicas": 2, "selector": map[string]any{"matchLabels": map[string]any{"app": "legacy"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "legacy"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": "nginx:1.25"}}}},
+		},
+		"status": map[string]any{"replicas": 2, "readyReplicas": 2},
+	})
+	entries := []archivetest.Entry{
+		{Name: "metadata/version", Data: []byte("1.1.0\n")},
+		{Name: "resources/namespaces/cluster/" + ns + ".json", Data: nsObj},
+		{Name: "resources/namespaces/v1-preferredversion/cluster/" + ns + ".json", Data: nsObj},
+		{Name: "resources/configmaps/namespaces/" + ns + "/legacy-settings.json", Data: cm},
+		{Name: "resources/configmaps/v1-preferredversion/namespaces/" + ns + "/legacy-settings.json", Data: cm},
+		{Name: "resources/deployments.apps/namespaces/" + ns + "/legacy-web.json", Data: deploy},
+		{Name: "resources/deployments.apps/v1-preferredversion/namespaces/" + ns + "/legacy-web.json", Data: deploy},
+		// Velero before API group versions support wrote only this copy.
+		{Name: "resources/secrets/namespaces/" + ns + "/legacy-secret.json", Data: secret},
+	}
+	var buf bytes.Buffer
+	if err := archivetest.Tarball(&buf, entries); err != nil {
+		t.Fatal(err)
+	}
+	b := w.putBackup(uniq("velero"), buf.Bytes())
+
+	rs, out := w.restore(b, v1.RestoreSpec{})
+	if out.Phase != v1.RestorePhaseCompleted || out.Progress.ItemsRestored != 4 {
+		t.Fatalf("outcome %+v: %+v", out, w.results(rs))
+	}
+	cmGot, err := w.cs.CoreV1().ConfigMaps(ns).Get(ctx(t), "legacy-settings", metav1.GetOptions{})
+	if err != nil || cmGot.Data["mode"] != "classic" || cmGot.Labels["app"] != "legacy" || cmGot.UID == "0b7c2f0e-1111-4e55-9a60-5f8d1a2b3c4d" {
+		t.Errorf("configmap %+v, err %v", cmGot, err)
+	}
+	if s, err := w.cs.CoreV1().Secrets(ns).Get(ctx(t), "legacy-secret", metav1.GetOptions{}); err != nil || string(s.Data["k"]) != "value" {
+		t.Errorf("secret from the old layout: %+v, err %v", s, err)
+	}
+	d, err := w.cs.AppsV1().Deployments(ns).Get(ctx(t), "legacy-web", metav1.GetOptions{})
+	if err != nil || *d.Spec.Replicas != 2 || d.Status.ReadyReplicas != 0 {
+		t.Errorf("deployment %+v, err %v (status must not be restored)", d, err)
+	}
+}
