@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive/archivetest"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
 // veleroItem renders an object the way Velero stores it: encoding/json of
@@ -81,5 +83,54 @@ func TestRestoresABackupLaidOutAsVeleroWritesIt(t *testing.T) {
 	d, err := w.cs.AppsV1().Deployments(ns).Get(ctx(t), "legacy-web", metav1.GetOptions{})
 	if err != nil || *d.Spec.Replicas != 2 || d.Status.ReadyReplicas != 0 {
 		t.Errorf("deployment %+v, err %v (status must not be restored)", d, err)
+	}
+}
+
+func TestRestorePVsDecision(t *testing.T) {
+	w := newWorld(t)
+	pvName := uniq("pv")
+	pv := veleroItem(t, map[string]any{"apiVersion": "v1", "kind": "PersistentVolume",
+		"metadata": map[string]any{"name": pvName, "uid": "1234"},
+		"spec": map[string]any{
+			"capacity": map[string]any{"storage": "1Gi"}, "accessModes": []any{"ReadWriteOnce"},
+			"hostPath": map[string]any{"path": "/data/" + pvName}, "persistentVolumeReclaimPolicy": "Retain",
+			"claimRef": map[string]any{"kind": "PersistentVolumeClaim", "namespace": "old-ns", "name": "data", "uid": "5678", "resourceVersion": "9"},
+		},
+		"status": map[string]any{"phase": "Bound"},
+	})
+	var buf bytes.Buffer
+	if err := archivetest.Tarball(&buf, []archivetest.Entry{
+		{Name: "metadata/version", Data: []byte("1.1.0\n")},
+		{Name: "resources/persistentvolumes/cluster/" + pvName + ".json", Data: pv},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := w.putBackup(uniq("pvs"), buf.Bytes())
+
+	rs, out := w.restore(b, v1.RestoreSpec{RestorePVs: ptr.To(false)})
+	if out.Phase != v1.RestorePhaseCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if _, err := w.cs.CoreV1().PersistentVolumes().Get(ctx(t), pvName, metav1.GetOptions{}); err == nil {
+		t.Errorf("restorePVs=false restored the volume")
+	}
+	list := map[string][]string{}
+	if err := w.store.GetGzipJSON(ctx(t), w.store.RestoreKey(rs.Name, storage.RestoreResourceListFile(rs.Name)), &list); err != nil {
+		t.Fatal(err)
+	}
+	if got := list["v1/PersistentVolume"]; len(got) != 1 || got[0] != pvName+"(skipped)" {
+		t.Errorf("resource list records %v, want the volume skipped", got)
+	}
+
+	_, out = w.restore(b, v1.RestoreSpec{NamespaceMapping: map[string]string{"old-ns": "new-ns"}})
+	if out.Phase != v1.RestorePhaseCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	got, err := w.cs.CoreV1().PersistentVolumes().Get(ctx(t), pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := got.Spec.ClaimRef; ref == nil || ref.Namespace != "new-ns" || ref.UID != "" {
+		t.Errorf("claimRef %+v, want the mapped namespace and no stale UID", ref)
 	}
 }
