@@ -134,3 +134,56 @@ func TestRestorePVsDecision(t *testing.T) {
 		t.Errorf("claimRef %+v, want the mapped namespace and no stale UID", ref)
 	}
 }
+
+func TestOwnerReferencesFollowRestoredOwners(t *testing.T) {
+	w := newWorld(t)
+	ns := uniq("owners")
+	labels := map[string]any{"app": "owned"}
+	podTemplate := map[string]any{"metadata": map[string]any{"labels": labels},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx:1.27"}}}}
+	deploy := veleroItem(t, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": ns, "uid": "old-deploy-uid"},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": labels}, "template": podTemplate}})
+	owner := func(kind, name, uid string) []any {
+		return []any{map[string]any{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true}}
+	}
+	rset := veleroItem(t, map[string]any{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+		"metadata": map[string]any{"name": "web-1", "namespace": ns, "uid": "old-rs-uid", "ownerReferences": owner("Deployment", "web", "old-deploy-uid")},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": labels}, "template": podTemplate}})
+	orphan := veleroItem(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "orphan", "namespace": ns, "ownerReferences": owner("StatefulSet", "gone", "old-sts-uid")}})
+	var buf bytes.Buffer
+	if err := archivetest.Tarball(&buf, []archivetest.Entry{
+		{Name: "metadata/version", Data: []byte("1.1.0\n")},
+		{Name: "resources/deployments.apps/namespaces/" + ns + "/web.json", Data: deploy},
+		{Name: "resources/replicasets.apps/namespaces/" + ns + "/web-1.json", Data: rset},
+		{Name: "resources/configmaps/namespaces/" + ns + "/orphan.json", Data: orphan},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := w.putBackup(uniq("owners"), buf.Bytes())
+	rs, out := w.restore(b, v1.RestoreSpec{})
+	if out.Phase != v1.RestorePhaseCompleted {
+		t.Fatalf("outcome %+v: %+v", out, w.results(rs))
+	}
+	d, err := w.cs.AppsV1().Deployments(ns).Get(ctx(t), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ReplicaSets are restored before Deployments; the reference is put
+	// back once the Deployment exists, with its new UID.
+	r, err := w.cs.AppsV1().ReplicaSets(ns).Get(ctx(t), "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := r.OwnerReferences; len(refs) != 1 || refs[0].UID != d.UID || refs[0].Name != "web" {
+		t.Errorf("replicaset owner references %+v, want the restored deployment (uid %s)", refs, d.UID)
+	}
+	cm, err := w.cs.CoreV1().ConfigMaps(ns).Get(ctx(t), "orphan", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.OwnerReferences) != 0 {
+		t.Errorf("a reference to an owner that was not restored was kept: %+v", cm.OwnerReferences)
+	}
+}
