@@ -1,5 +1,10 @@
 package v1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // Labels and annotations shared with Velero. Their values are part of the
 // compatibility contract: Velero's tools select objects by them.
 const (
@@ -24,3 +29,16 @@ const (
 	// metadata/version and status.formatVersion.
 	BackupFormatVersion = "1.1.0"
 )
+
+// LabelValue turns an object name into a valid label value the way Velero
+// does (names over 63 characters keep 57 of them and 6 hex digits of the
+// name's SHA-256), so that Velero's tools and Lifeboat select the same
+// objects by these labels.
+func LabelValue(name string) string {
+	const maxLen = 63
+	if len(name) <= maxLen {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return name[:maxLen-6] + hex.EncodeToString(sum[:])[:6]
+}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -134,7 +132,7 @@ func (o *createOptions) buildBackup(name, namespace string, ttlSet bool) (*v1.Ba
 		if b.Labels == nil {
 			b.Labels = map[string]string{}
 		}
-		b.Labels[v1.StorageLocationLabel] = validLabelValue(o.storageLocation)
+		b.Labels[v1.StorageLocationLabel] = v1.LabelValue(o.storageLocation)
 	}
 	return b, nil
 }
@@ -194,57 +192,71 @@ func checkLocation(ctx context.Context, c client.Client, namespace, name string)
 	return fmt.Errorf("backup storage location %q not found in namespace %q; existing locations: %s", name, namespace, strings.Join(names, ", "))
 }
 
-// waitForBackup polls until the backup reaches a final phase. On a terminal
-// it keeps one progress line up to date; otherwise (CI logs, pipes) it
-// prints a line per phase change so logs stay readable.
+// waitForBackup polls until the backup reaches a final phase and reports
+// how it ended.
 func waitForBackup(ctx context.Context, f *Factory, c client.Client, out io.Writer, namespace, name string) error {
+	backup, err := waitUntilDone(ctx, f, c, out, "backup", client.ObjectKey{Namespace: namespace, Name: name},
+		func() *v1.Backup { return &v1.Backup{} },
+		func(b *v1.Backup) (string, string, bool) {
+			phase := phaseOf(b)
+			return string(phase), progressLine(b), phase.IsTerminal() || phase == v1.BackupPhaseDeleting
+		})
+	if err != nil {
+		return err
+	}
+	return reportOutcome(out, backup)
+}
+
+// waitUntilDone polls a backup or restore (kind names it in messages) until
+// state says it is done, and returns the last object read. On a terminal it
+// keeps one progress line up to date; otherwise (CI logs, pipes) it prints
+// a line per phase change so logs stay readable.
+func waitUntilDone[T client.Object](ctx context.Context, f *Factory, c client.Client, out io.Writer, kind string,
+	key client.ObjectKey, newObj func() T, state func(T) (phase, line string, done bool)) (T, error) {
 	tty := f.isTerminal(out)
-	var (
-		lastPhase v1.BackupPhase
-		lastLine  string
-		backup    *v1.Backup
-	)
+	title := strings.ToUpper(kind[:1]) + kind[1:]
+	var lastPhase, lastLine string
 	if !tty {
-		fmt.Fprintln(out, "Waiting for the backup to finish...")
+		fmt.Fprintf(out, "Waiting for the %s to finish...\n", kind)
 	}
 	for {
-		cur := &v1.Backup{}
+		// A fresh object per read: decoding into the previous one could keep
+		// fields the server has since cleared.
+		cur := newObj()
 		callCtx, cancel := callCtx(ctx)
-		err := c.Get(callCtx, client.ObjectKey{Namespace: namespace, Name: name}, cur)
+		err := c.Get(callCtx, key, cur)
 		cancel()
 		if apierrors.IsNotFound(err) && !isCRDMissing(err) {
-			return fmt.Errorf("backup %q was deleted while waiting for it", name)
+			return cur, fmt.Errorf("%s %q was deleted while waiting for it", kind, key.Name)
 		}
 		if err != nil {
-			return fmt.Errorf("reading backup %q: %w", name, err)
+			return cur, fmt.Errorf("reading %s %q: %w", kind, key.Name, err)
 		}
-		backup = cur
-		phase := phaseOf(backup)
+		phase, line, done := state(cur)
 		if tty {
-			line := progressLine(backup)
 			if line != lastLine {
 				// \r and erase-line rewrite the line in place.
 				fmt.Fprintf(out, "\r\033[K%s", line)
 				lastLine = line
 			}
 		} else if phase != lastPhase {
-			fmt.Fprintf(out, "Backup %s: %s\n", name, phase)
+			fmt.Fprintf(out, "%s %s: %s\n", title, key.Name, phase)
 		}
 		lastPhase = phase
-		if phase.IsTerminal() || phase == v1.BackupPhaseDeleting {
-			break
+		if done {
+			if tty {
+				fmt.Fprintln(out)
+			}
+			return cur, nil
 		}
 		if err := sleep(ctx, f.pollInterval()); err != nil {
 			if tty {
 				fmt.Fprintln(out)
 			}
-			return fmt.Errorf("stopped waiting for backup %q, which goes on in the server; follow it with `lifeboat backup describe %s`: %w", name, name, err)
+			return cur, fmt.Errorf("stopped waiting for %s %q, which goes on in the server; follow it with `lifeboat %s describe %s`: %w",
+				kind, key.Name, kind, key.Name, err)
 		}
 	}
-	if tty {
-		fmt.Fprintln(out)
-	}
-	return reportOutcome(out, backup)
 }
 
 func phaseOf(b *v1.Backup) v1.BackupPhase {
@@ -294,15 +306,4 @@ func reportOutcome(out io.Writer, b *v1.Backup) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// validLabelValue shortens a name to a valid label value the way Velero
-// does: long names keep a prefix plus a hash, so distinct names stay distinct.
-func validLabelValue(s string) string {
-	const maxLen = 63
-	if len(s) <= maxLen {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	return s[:maxLen-7] + "-" + hex.EncodeToString(sum[:])[:6]
 }

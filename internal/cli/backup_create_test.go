@@ -293,16 +293,3 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
-func TestValidLabelValue(t *testing.T) {
-	long := strings.Repeat("a", 80)
-	got := validLabelValue(long)
-	if len(got) != 63 {
-		t.Errorf("len = %d, want 63", len(got))
-	}
-	if validLabelValue(long+"b") == got {
-		t.Error("two long names map to the same label value")
-	}
-	if validLabelValue("short") != "short" {
-		t.Error("short names must be kept")
-	}
-}

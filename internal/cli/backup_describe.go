@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,7 +58,7 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 				}
 				var list *resourceListResult
 				if details {
-					list = fetchResourceList(cmd.Context(), f.downloader(c, timeout), backups.Items[i].Name)
+					list = fetchResourceList(cmd.Context(), f.downloader(c, timeout), v1.DownloadTargetKindBackupResourceList, backups.Items[i].Name)
 				}
 				if err := f.describeBackup(out, &backups.Items[i], list); err != nil {
 					return err
@@ -81,31 +79,19 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 type resourceListResult struct {
 	items map[string][]string
 	err   error
+	// owner is "backup" or "restore", for the messages.
+	owner string
 }
 
-func fetchResourceList(ctx context.Context, d *downloader, backup string) *resourceListResult {
-	items, err := readResourceList(ctx, d, backup)
-	return &resourceListResult{items: items, err: err}
-}
-
-// readResourceList reads the gzipped JSON map from resource type
-// ("v1/ConfigMap", "apps/v1/Deployment") to "namespace/name" entries.
-func readResourceList(ctx context.Context, d *downloader, backup string) (map[string][]string, error) {
-	rc, err := d.open(ctx, v1.DownloadTargetKindBackupResourceList, backup)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	gz, err := gzip.NewReader(rc)
-	if err != nil {
-		return nil, fmt.Errorf("reading the resource list of backup %q: %w", backup, err)
-	}
-	defer gz.Close()
-	var list map[string][]string
-	if err := json.NewDecoder(gz).Decode(&list); err != nil {
-		return nil, fmt.Errorf("decoding the resource list of backup %q: %w", backup, err)
-	}
-	return list, nil
+// fetchResourceList reads the resource list of a backup or restore (kind
+// is BackupResourceList or RestoreResourceList): a gzipped JSON map from
+// resource type ("v1/ConfigMap", "apps/v1/Deployment") to "namespace/name"
+// entries (a restore's carry their outcome, as in "shop/web(created)").
+func fetchResourceList(ctx context.Context, d *downloader, kind v1.DownloadTargetKind, name string) *resourceListResult {
+	var items map[string][]string
+	what := fmt.Sprintf("resource list of %s %q", targetOwner(kind), name)
+	err := readGzipJSON(ctx, d, kind, name, what, &items)
+	return &resourceListResult{items: items, err: err, owner: targetOwner(kind)}
 }
 
 // describer writes "Key:<tab>value" lines; tabwriter aligns each block of
@@ -212,11 +198,11 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 func describeResourceList(d *describer, list *resourceListResult) {
 	switch {
 	case errors.Is(list.err, errFileNotFound):
-		// Missing for backups that have not finished or failed before upload.
-		d.line("Resource List:\t<backup resource list not found>")
+		// Missing for runs that have not finished or failed before upload.
+		d.line("Resource List:\t<%s resource list not found>", list.owner)
 		return
 	case list.err != nil:
-		d.line("Resource List:\t<error getting backup resource list: %v>", list.err)
+		d.line("Resource List:\t<error getting %s resource list: %v>", list.owner, list.err)
 		return
 	case len(list.items) == 0:
 		d.line("Resource List:\t%s", none)

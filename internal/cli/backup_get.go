@@ -92,13 +92,9 @@ func getBackups(ctx context.Context, c client.Client, namespace string, names []
 		}
 		return list, nil
 	}
-	opts := []client.ListOption{client.InNamespace(namespace)}
-	if selector != "" {
-		sel, err := labels.Parse(selector)
-		if err != nil {
-			return nil, fmt.Errorf("invalid --selector %q: %w", selector, err)
-		}
-		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+	opts, err := listOptions(namespace, selector)
+	if err != nil {
+		return nil, err
 	}
 	callCtx, cancel := callCtx(ctx)
 	defer cancel()
@@ -107,6 +103,19 @@ func getBackups(ctx context.Context, c client.Client, namespace string, names []
 	}
 	slices.SortFunc(list.Items, func(a, b v1.Backup) int { return strings.Compare(a.Name, b.Name) })
 	return list, nil
+}
+
+// listOptions lists in namespace, filtered by the --selector flag's value.
+func listOptions(namespace, selector string) ([]client.ListOption, error) {
+	opts := []client.ListOption{client.InNamespace(namespace)}
+	if selector != "" {
+		sel, err := labels.Parse(selector)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --selector %q: %w", selector, err)
+		}
+		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+	}
+	return opts, nil
 }
 
 func getBackup(ctx context.Context, c client.Client, namespace, name string) (*v1.Backup, error) {

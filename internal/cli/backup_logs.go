@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -32,23 +31,12 @@ func newBackupLogsCommand(f *Factory) *cobra.Command {
 			if _, err := getBackup(cmd.Context(), c, f.Namespace, name); err != nil {
 				return err
 			}
-			rc, err := f.downloader(c, timeout).open(cmd.Context(), v1.DownloadTargetKindBackupLog, name)
+			err = copyGzipped(cmd.Context(), f.downloader(c, timeout), v1.DownloadTargetKindBackupLog, name,
+				fmt.Sprintf("log of backup %q", name), cmd.OutOrStdout())
 			if errors.Is(err, errFileNotFound) {
 				return fmt.Errorf("backup %q has no log yet; logs are uploaded when a backup finishes: %w", name, err)
 			}
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			gz, err := gzip.NewReader(rc)
-			if err != nil {
-				return fmt.Errorf("reading the log of backup %q: %w", name, err)
-			}
-			defer gz.Close()
-			if _, err := io.Copy(cmd.OutOrStdout(), gz); err != nil {
-				return fmt.Errorf("reading the log of backup %q: %w", name, err)
-			}
-			return nil
+			return err
 		}),
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the log")

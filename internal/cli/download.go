@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -93,11 +95,11 @@ func (d *downloader) fetch(ctx context.Context, req *v1.DownloadRequest) (io.Rea
 		// the mount).
 		f, err := os.Open(u.Path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s of backup %q: %w (%s; a filesystem store can only be read on the server's machine)",
-				target.Kind, target.Name, errFileNotFound, u.Path)
+			return nil, fmt.Errorf("%s of %s %q: %w (%s; a filesystem store can only be read on the server's machine)",
+				target.Kind, targetOwner(target.Kind), target.Name, errFileNotFound, u.Path)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("opening the %s of backup %q: %w", target.Kind, target.Name, err)
+			return nil, fmt.Errorf("opening the %s of %s %q: %w", target.Kind, targetOwner(target.Kind), target.Name, err)
 		}
 		return f, nil
 	case "http", "https":
@@ -110,7 +112,7 @@ func (d *downloader) fetch(ctx context.Context, req *v1.DownloadRequest) (io.Rea
 func (d *downloader) get(ctx context.Context, target v1.DownloadTarget, u *url.URL) (io.ReadCloser, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("building the request for the %s of backup %q: %w", target.Kind, target.Name, err)
+		return nil, fmt.Errorf("building the request for the %s of %s %q: %w", target.Kind, targetOwner(target.Kind), target.Name, err)
 	}
 	resp, err := d.http.Do(hreq)
 	if err != nil {
@@ -118,18 +120,18 @@ func (d *downloader) get(ctx context.Context, target v1.DownloadTarget, u *url.U
 		// error messages that end up in terminals and CI logs. %v, not %w:
 		// a network error here is about the object store, and must not be
 		// reported as an unreachable API server.
-		return nil, fmt.Errorf("downloading the %s of backup %q from %s: %v", target.Kind, target.Name, redact(u), unwrapURLError(err))
+		return nil, fmt.Errorf("downloading the %s of %s %q from %s: %v", target.Kind, targetOwner(target.Kind), target.Name, redact(u), unwrapURLError(err))
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		return resp.Body, nil
 	case resp.StatusCode == http.StatusNotFound:
 		resp.Body.Close()
-		return nil, fmt.Errorf("%s of backup %q: %w", target.Kind, target.Name, errFileNotFound)
+		return nil, fmt.Errorf("%s of %s %q: %w", target.Kind, targetOwner(target.Kind), target.Name, errFileNotFound)
 	default:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
-		return nil, fmt.Errorf("downloading the %s of backup %q from %s: HTTP %s: %s", target.Kind, target.Name, redact(u), resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("downloading the %s of %s %q from %s: HTTP %s: %s", target.Kind, targetOwner(target.Kind), target.Name, redact(u), resp.Status, strings.TrimSpace(string(body)))
 	}
 }
 
@@ -170,6 +172,52 @@ func (d *downloader) delete(ctx context.Context, req *v1.DownloadRequest) {
 	defer cancel()
 	// Best effort: the server also deletes expired requests.
 	_ = client.IgnoreNotFound(d.client.Delete(callCtx, req))
+}
+
+// targetOwner is what a download target belongs to, for messages.
+func targetOwner(kind v1.DownloadTargetKind) string {
+	if strings.HasPrefix(string(kind), "Restore") {
+		return "restore"
+	}
+	return "backup"
+}
+
+// readGzipJSON decodes a gzipped JSON file (resource lists, results) into
+// v; what names the file in errors, e.g. `resource list of backup "web"`.
+func readGzipJSON(ctx context.Context, d *downloader, kind v1.DownloadTargetKind, name, what string, v any) error {
+	rc, err := d.open(ctx, kind, name)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	gz, err := gzip.NewReader(rc)
+	if err != nil {
+		return fmt.Errorf("reading the %s: %w", what, err)
+	}
+	defer gz.Close()
+	if err := json.NewDecoder(gz).Decode(v); err != nil {
+		return fmt.Errorf("decoding the %s: %w", what, err)
+	}
+	return nil
+}
+
+// copyGzipped writes a gzipped file (a log) to w as plain text; what names
+// the file in errors, e.g. `log of backup "web"`.
+func copyGzipped(ctx context.Context, d *downloader, kind v1.DownloadTargetKind, name, what string, w io.Writer) error {
+	rc, err := d.open(ctx, kind, name)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	gz, err := gzip.NewReader(rc)
+	if err != nil {
+		return fmt.Errorf("reading the %s: %w", what, err)
+	}
+	defer gz.Close()
+	if _, err := io.Copy(w, gz); err != nil {
+		return fmt.Errorf("reading the %s: %w", what, err)
+	}
+	return nil
 }
 
 type cleanupReader struct {

@@ -85,8 +85,21 @@ func isUnreachable(err error) bool {
 	return errors.As(err, &dnsErr)
 }
 
-// backupNotFound names the backup and the namespace searched, since a wrong
-// -n is the usual cause.
+// notFoundError names the object and the namespace searched, since a wrong
+// -n is the usual cause. It is a type so callers can add a hint that fits
+// their verb.
+type notFoundError struct {
+	kind, name, namespace string
+}
+
+func (e *notFoundError) Error() string {
+	return fmt.Sprintf("%s %q not found in namespace %q", e.kind, e.name, e.namespace)
+}
+
 func backupNotFound(name, namespace string) error {
-	return fmt.Errorf("backup %q not found in namespace %q", name, namespace)
+	return &notFoundError{kind: "backup", name: name, namespace: namespace}
+}
+
+func restoreNotFound(name, namespace string) error {
+	return &notFoundError{kind: "restore", name: name, namespace: namespace}
 }

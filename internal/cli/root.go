@@ -57,6 +57,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newInstallCommand(f),
 		newServerCommand(f),
 		newBackupCommand(f),
+		newRestoreCommand(f),
 	)
 	return root
 }

@@ -101,13 +101,13 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 
 	// Record the location the backup goes to, as Velero does, so that
 	// `backup get` and later deletion know where it is.
-	if b.Spec.StorageLocation != bsl.Name || b.Labels[v1.StorageLocationLabel] != bsl.Name {
+	if b.Spec.StorageLocation != bsl.Name || b.Labels[v1.StorageLocationLabel] != v1.LabelValue(bsl.Name) {
 		orig := b.DeepCopy()
 		b.Spec.StorageLocation = bsl.Name
 		if b.Labels == nil {
 			b.Labels = map[string]string{}
 		}
-		b.Labels[v1.StorageLocationLabel] = bsl.Name
+		b.Labels[v1.StorageLocationLabel] = v1.LabelValue(bsl.Name)
 		if err := r.Client.Patch(ctx, b, client.MergeFrom(orig)); err != nil {
 			return fmt.Errorf("recording the backup's storage location: %w", err)
 		}

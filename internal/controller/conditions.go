@@ -47,3 +47,21 @@ func setBackupConditions(b *v1.Backup) {
 	setCondition(&b.Status.Conditions, b.Generation, ConditionCompleted, done, reason, msg)
 	setCondition(&b.Status.Conditions, b.Generation, ConditionFailed, failed, reason, msg)
 }
+
+// setRestoreConditions derives a restore's conditions from its phase, as
+// setBackupConditions does for backups.
+func setRestoreConditions(rs *v1.Restore) {
+	phase := rs.Status.Phase
+	reason := string(phase)
+	if reason == "" {
+		reason = string(v1.RestorePhaseNew)
+	}
+	msg := rs.Status.FailureReason
+	if msg == "" && len(rs.Status.ValidationErrors) > 0 {
+		msg = rs.Status.ValidationErrors[0]
+	}
+	done := phase == v1.RestorePhaseCompleted || phase == v1.RestorePhasePartiallyFailed
+	failed := phase == v1.RestorePhaseFailed || phase == v1.RestorePhaseFailedValidation
+	setCondition(&rs.Status.Conditions, rs.Generation, ConditionCompleted, done, reason, msg)
+	setCondition(&rs.Status.Conditions, rs.Generation, ConditionFailed, failed, reason, msg)
+}

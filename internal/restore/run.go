@@ -369,7 +369,7 @@ func (r *run) ensureNamespace(ctx context.Context, ns string) error {
 	_, err := r.cs.CoreV1().Namespaces().Get(cctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		created := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-			v1.BackupNameLabel: r.b.Name, v1.RestoreNameLabel: r.rs.Name,
+			v1.BackupNameLabel: v1.LabelValue(r.b.Name), v1.RestoreNameLabel: v1.LabelValue(r.rs.Name),
 		}}}
 		_, err = r.cs.CoreV1().Namespaces().Create(cctx, created, metav1.CreateOptions{})
 		if err == nil {

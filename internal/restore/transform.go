@@ -88,8 +88,8 @@ func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupRes
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[v1.BackupNameLabel] = t.backupName
-	labels[v1.RestoreNameLabel] = t.restore.Name
+	labels[v1.BackupNameLabel] = v1.LabelValue(t.backupName)
+	labels[v1.RestoreNameLabel] = v1.LabelValue(t.restore.Name)
 	if gr == grNamespaces {
 		// The API server keeps this label equal to the name; a mapped
 		// namespace gets its new name here, as the server would set it.

@@ -28,6 +28,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
 	"github.com/lifeboat-io/lifeboat/internal/controller"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/restore"
 )
 
 // Run runs the controllers until ctx is cancelled.
@@ -78,6 +79,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	restoreEngine, err := restore.NewEngine(cfg, log.With("component", "restore"))
+	if err != nil {
+		return err
+	}
 	resolver := &locations.Resolver{
 		Client:       mgr.GetClient(),
 		SecretReader: mgr.GetAPIReader(),
@@ -88,6 +93,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		&controller.BackupReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: engine, Locations: resolver,
 			DefaultTTL: opts.DefaultBackupTTL, Log: log.With("controller", "backup"),
+		},
+		&controller.RestoreReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: restoreEngine, Locations: resolver,
+			Log: log.With("controller", "restore"),
 		},
 		&controller.StorageLocationReconciler{
 			Client: mgr.GetClient(), Locations: resolver,

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
 )
 
@@ -97,3 +98,22 @@ func sampleApp(t *testing.T, ns string) {
 }
 
 func clientMergeFrom(obj client.Object) client.Patch { return client.MergeFrom(obj) }
+
+func clientKey(name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: env.Namespace, Name: name}
+}
+
+func waitRestore(t *testing.T, name string) *v1.Restore {
+	t.Helper()
+	var rs v1.Restore
+	err := wait.PollUntilContextTimeout(testenv.Ctx(t), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, clientKey(name), &rs); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return rs.Status.Phase != "" && rs.Status.Phase != v1.RestorePhaseNew && rs.Status.Phase != v1.RestorePhaseInProgress, nil
+	})
+	if err != nil {
+		t.Fatalf("restore %s did not finish (phase %q): %v", name, rs.Status.Phase, err)
+	}
+	return &rs
+}
