@@ -172,7 +172,7 @@ func TestServerFlags(t *testing.T) {
 
 	err := runReal(t, "server", "--kubeconfig", kubeconfig, "-n", "backups",
 		"--metrics-address", "0", "--health-address", ":9999", "--default-backup-storage-location", "s3",
-		"--default-backup-ttl", "48h", "--store-validation-frequency", "5m", "--list-workers", "3",
+		"--default-backup-ttl", "48h", "--store-validation-frequency", "5m", "--list-workers", "3", "--backup-sync-period", "30s",
 		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestServerFlags(t *testing.T) {
 	want := server.Options{
 		Namespace: "backups", MetricsAddress: "0", HealthAddress: ":9999", DefaultBackupStorageLocation: "s3",
 		DefaultBackupTTL: 48 * time.Hour, StoreValidationFrequency: 5 * time.Minute, ListWorkers: 3,
-		ClientQPS: 25, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
+		BackupSyncPeriod: 30 * time.Second, ClientQPS: 25, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
 	}
 	if got != want {
 		t.Errorf("flags:\n got %+v\nwant %+v", got, want)

@@ -65,6 +65,10 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	switch b.Status.Phase {
 	case "", v1.BackupPhaseNew:
+		if b.Status.Phase == "" && b.Annotations[SyncedAnnotation] != "" {
+			// A backup from storage whose status the sync is writing.
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, r.runBackup(ctx, &b)
 	case v1.BackupPhaseInProgress:
 		if _, ok := r.running.Load(req.NamespacedName); ok {

@@ -18,6 +18,9 @@ type Options struct {
 	// StoreValidationFrequency is how often storage locations are checked
 	// when a location sets no validationFrequency.
 	StoreValidationFrequency time.Duration
+	// BackupSyncPeriod is how often backups in storage locations are synced
+	// into the cluster when a location sets no backupSyncPeriod; 0 disables.
+	BackupSyncPeriod time.Duration
 	// ClientQPS and ClientBurst rate-limit the server's API calls. A backup
 	// issues one LIST per resource type and page, so the limit must sit
 	// well above client-go's default of 5 for backups not to be throttled.
@@ -40,6 +43,7 @@ func DefaultOptions() Options {
 		DefaultBackupStorageLocation: "default",
 		DefaultBackupTTL:             720 * time.Hour,
 		StoreValidationFrequency:     time.Minute,
+		BackupSyncPeriod:             time.Minute,
 		ClientQPS:                    100,
 		ClientBurst:                  200,
 		ListWorkers:                  8,

@@ -98,6 +98,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: restoreEngine, Locations: resolver,
 			Log: log.With("controller", "restore"),
 		},
+		&controller.BackupSyncReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver,
+			DefaultPeriod: opts.BackupSyncPeriod, Log: log.With("controller", "backupsync"),
+		},
 		&controller.StorageLocationReconciler{
 			Client: mgr.GetClient(), Locations: resolver,
 			DefaultFrequency: opts.StoreValidationFrequency, Log: log.With("controller", "backupstoragelocation"),

@@ -117,3 +117,5 @@ func waitRestore(t *testing.T, name string) *v1.Restore {
 	}
 	return &rs
 }
+
+func clientKeyIn(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
