@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,10 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
 
-type createOptions struct {
+// backupSpecFlags are the flags that shape a backup's spec. `backup create`
+// and `schedule create` share them, so a schedule's template means exactly
+// what the same flags mean for a single backup.
+type backupSpecFlags struct {
 	includeNamespaces       []string
 	excludeNamespaces       []string
 	includeResources        []string
@@ -32,8 +36,12 @@ type createOptions struct {
 	storageLocation         string
 	snapshotVolumes         optionalBool
 	labels                  map[string]string
-	wait                    bool
-	output                  string
+}
+
+type createOptions struct {
+	backupSpecFlags
+	wait   bool
+	output string
 }
 
 func newBackupCreateCommand(f *Factory) *cobra.Command {
@@ -68,6 +76,15 @@ func newBackupCreateCommand(f *Factory) *cobra.Command {
 		}),
 	}
 	fl := cmd.Flags()
+	o.bind(fl, "the backup")
+	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for the backup to finish, showing progress")
+	fl.StringVarP(&o.output, "output", "o", "", "print the backup as yaml or json instead of creating it")
+	return cmd
+}
+
+// bind registers the flags on fl; target ("the backup", "each backup")
+// says in the help what they apply to.
+func (o *backupSpecFlags) bind(fl *pflag.FlagSet, target string) {
 	fl.StringSliceVar(&o.includeNamespaces, "include-namespaces", nil, "namespaces to back up, comma-separated (default: all)")
 	fl.StringSliceVar(&o.excludeNamespaces, "exclude-namespaces", nil, "namespaces to leave out, comma-separated")
 	fl.StringSliceVar(&o.includeResources, "include-resources", nil, "resources to back up, comma-separated, e.g. deployments,configmaps (default: all)")
@@ -76,56 +93,69 @@ func newBackupCreateCommand(f *Factory) *cobra.Command {
 	fl.Lookup("include-cluster-resources").NoOptDefVal = "true"
 	fl.StringVarP(&o.selector, "selector", "l", "", "only back up resources matching this label selector")
 	fl.StringVar(&o.orSelector, "or-selector", "", `back up resources matching any of these selectors, e.g. "app=a or tier=db"`)
-	fl.DurationVar(&o.ttl, "ttl", 0, "how long to keep the backup (default: the server's default, 720h)")
+	fl.DurationVar(&o.ttl, "ttl", 0, "how long to keep "+target+" (default: the server's default, 720h)")
 	fl.StringVar(&o.storageLocation, "storage-location", "", "backup storage location to write to (default: the default location)")
 	fl.Var(&o.snapshotVolumes, "snapshot-volumes", "take native snapshots of persistent volumes (unset: the server decides)")
 	fl.Lookup("snapshot-volumes").NoOptDefVal = "true"
-	fl.StringToStringVar(&o.labels, "labels", nil, "labels for the backup, as key=value,key=value")
-	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for the backup to finish, showing progress")
-	fl.StringVarP(&o.output, "output", "o", "", "print the backup as yaml or json instead of creating it")
-	return cmd
+	fl.StringToStringVar(&o.labels, "labels", nil, "labels for "+target+", as key=value,key=value")
 }
 
-// buildBackup turns the flags into the Backup to create. It is pure so the
-// mapping from flags to spec can be tested without a cluster.
-func (o *createOptions) buildBackup(name, namespace string, ttlSet bool) (*v1.Backup, error) {
+// spec turns the flags into a BackupSpec; ttlSet tells an explicit
+// --ttl 0 from no --ttl. It is pure so the mapping can be tested without a
+// cluster.
+func (o *backupSpecFlags) spec(ttlSet bool) (v1.BackupSpec, error) {
 	if ttlSet && o.ttl < 0 {
-		return nil, fmt.Errorf("invalid --ttl %s: must not be negative", o.ttl)
+		return v1.BackupSpec{}, fmt.Errorf("invalid --ttl %s: must not be negative", o.ttl)
 	}
 	if o.selector != "" && o.orSelector != "" {
-		return nil, errors.New("--selector and --or-selector cannot be used together")
+		return v1.BackupSpec{}, errors.New("--selector and --or-selector cannot be used together")
 	}
-	b := &v1.Backup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Spec: v1.BackupSpec{
-			IncludedNamespaces:      o.includeNamespaces,
-			ExcludedNamespaces:      o.excludeNamespaces,
-			IncludedResources:       o.includeResources,
-			ExcludedResources:       o.excludeResources,
-			IncludeClusterResources: o.includeClusterResources.value,
-			SnapshotVolumes:         o.snapshotVolumes.value,
-			StorageLocation:         o.storageLocation,
-		},
+	spec := v1.BackupSpec{
+		IncludedNamespaces:      o.includeNamespaces,
+		ExcludedNamespaces:      o.excludeNamespaces,
+		IncludedResources:       o.includeResources,
+		ExcludedResources:       o.excludeResources,
+		IncludeClusterResources: o.includeClusterResources.value,
+		SnapshotVolumes:         o.snapshotVolumes.value,
+		StorageLocation:         o.storageLocation,
 	}
 	if ttlSet {
-		b.Spec.TTL = metav1.Duration{Duration: o.ttl}
+		spec.TTL = metav1.Duration{Duration: o.ttl}
 	}
 	if o.selector != "" {
 		sel, err := parseSelector("selector", o.selector)
 		if err != nil {
-			return nil, err
+			return v1.BackupSpec{}, err
 		}
-		b.Spec.LabelSelector = sel
+		spec.LabelSelector = sel
 	}
 	if o.orSelector != "" {
 		sels, err := parseOrSelector("or-selector", o.orSelector)
 		if err != nil {
-			return nil, err
+			return v1.BackupSpec{}, err
 		}
-		b.Spec.OrLabelSelectors = sels
+		spec.OrLabelSelectors = sels
 	}
-	if len(o.labels) > 0 {
-		b.Labels = maps.Clone(o.labels)
+	return spec, nil
+}
+
+// objectLabels are the --labels, or nil when none were given.
+func (o *backupSpecFlags) objectLabels() map[string]string {
+	if len(o.labels) == 0 {
+		return nil
+	}
+	return maps.Clone(o.labels)
+}
+
+// buildBackup turns the flags into the Backup to create.
+func (o *createOptions) buildBackup(name, namespace string, ttlSet bool) (*v1.Backup, error) {
+	spec, err := o.spec(ttlSet)
+	if err != nil {
+		return nil, err
+	}
+	b := &v1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels()},
+		Spec:       spec,
 	}
 	if o.storageLocation != "" {
 		// Velero's tools select backups by location through this label.

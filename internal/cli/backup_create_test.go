@@ -292,4 +292,3 @@ func TestProgressLine(t *testing.T) {
 		t.Errorf("progressLine = %q, want %q", got, want)
 	}
 }
-

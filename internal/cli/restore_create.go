@@ -249,7 +249,7 @@ func checkRestoreSource(ctx context.Context, c client.Client, rs *v1.Restore) er
 	list := &v1.BackupList{}
 	callCtx, cancel := callCtx(ctx)
 	defer cancel()
-	if err := c.List(callCtx, list, client.InNamespace(rs.Namespace), client.MatchingLabels{v1.ScheduleNameLabel: schedule}); err != nil {
+	if err := c.List(callCtx, list, client.InNamespace(rs.Namespace), client.MatchingLabels{v1.ScheduleNameLabel: v1.LabelValue(schedule)}); err != nil {
 		return fmt.Errorf("listing the backups of schedule %q: %w", schedule, err)
 	}
 	for _, b := range list.Items {
@@ -258,7 +258,7 @@ func checkRestoreSource(ctx context.Context, c client.Client, rs *v1.Restore) er
 		}
 	}
 	return fmt.Errorf("schedule %q has no Completed backup in namespace %q (none labelled %s=%s); `lifeboat backup get` lists the backups there",
-		schedule, rs.Namespace, v1.ScheduleNameLabel, schedule)
+		schedule, rs.Namespace, v1.ScheduleNameLabel, v1.LabelValue(schedule))
 }
 
 // checkRestorable applies the server's rule: only a backup that ran to the

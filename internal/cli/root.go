@@ -58,6 +58,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newServerCommand(f),
 		newBackupCommand(f),
 		newRestoreCommand(f),
+		newScheduleCommand(f),
 	)
 	return root
 }

@@ -106,6 +106,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Client: mgr.GetClient(), Locations: resolver,
 			DefaultFrequency: opts.StoreValidationFrequency, Log: log.With("controller", "backupstoragelocation"),
 		},
+		&controller.ScheduleReconciler{Client: mgr.GetClient(), Log: log.With("controller", "schedule")},
 		&controller.ServerStatusReconciler{Client: mgr.GetClient(), Version: buildinfo.Version, TTL: time.Minute},
 		&controller.DownloadRequestReconciler{
 			Client: mgr.GetClient(), Locations: resolver, URLTTL: 10 * time.Minute,

@@ -118,4 +118,6 @@ func waitRestore(t *testing.T, name string) *v1.Restore {
 	return &rs
 }
 
-func clientKeyIn(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+func clientKeyIn(ns, name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: ns, Name: name}
+}

@@ -1,0 +1,338 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/backup"
+)
+
+// ConditionReady is True while a schedule creates backups: valid and not paused.
+const ConditionReady = "Ready"
+
+const (
+	// backupTimestampFormat is the suffix of a scheduled backup's name, as
+	// in Velero: <schedule>-<YYYYMMDDhhmmss>, in UTC.
+	backupTimestampFormat = "20060102150405"
+	// maxScheduleNameLen leaves room for "-" and the timestamp within the
+	// 253 characters an object name may have.
+	maxScheduleNameLen = 253 - 1 - len(backupTimestampFormat)
+
+	scheduleCallTimeout = 30 * time.Second
+	// waitForPreviousRun is how often a due schedule looks again while its
+	// previous backup is still running. Polling this one schedule is simpler
+	// than mapping backups back to schedules, whose label value is hashed
+	// for long names.
+	waitForPreviousRun = 15 * time.Second
+	// maxTickWalk bounds the walk over missed runs (two months of @every 1m).
+	maxTickWalk = 100_000
+)
+
+// ScheduleReconciler creates a schedule's backups when they are due and
+// requeues itself for the next one.
+type ScheduleReconciler struct {
+	Client client.Client
+	Log    *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the reconciler. Status writes are filtered
+// out: each reconcile asks to be woken at the next due time instead.
+func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Schedule{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("schedule").
+		Complete(r)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var s v1.Schedule
+	if err := r.call(ctx, func(ctx context.Context) error { return r.Client.Get(ctx, req.NamespacedName, &s) }); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if s.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	orig := s.DeepCopy()
+	now := r.now()
+	// Re-validated every time: the spec may have been edited, and an Enabled
+	// phase written by another server is no proof of anything.
+	sched, msgs := validateSchedule(&s)
+	if len(msgs) > 0 {
+		if orig.Status.Phase != v1.SchedulePhaseFailedValidation {
+			r.Log.Info("schedule failed validation", "schedule", req.String(), "errors", strings.Join(msgs, "; "))
+		}
+		s.Status.Phase = v1.SchedulePhaseFailedValidation
+		s.Status.ValidationErrors = msgs
+		setCondition(&s.Status.Conditions, s.Generation, ConditionReady, false, string(v1.SchedulePhaseFailedValidation), msgs[0])
+		return ctrl.Result{}, r.patchStatus(ctx, orig, &s)
+	}
+	// Ready is the memory of whether the schedule was running before this
+	// reconcile: it is not when the schedule is new, was paused or invalid.
+	wasReady := meta.IsStatusConditionTrue(s.Status.Conditions, ConditionReady)
+	s.Status.Phase = v1.SchedulePhaseEnabled
+	s.Status.ValidationErrors = nil
+	if s.Spec.Paused {
+		setCondition(&s.Status.Conditions, s.Generation, ConditionReady, false, "Paused",
+			fmt.Sprintf("the schedule is paused; `lifeboat schedule unpause %s` resumes it", s.Name))
+		return ctrl.Result{}, r.patchStatus(ctx, orig, &s)
+	}
+	if !wasReady && ptr.Deref(s.Spec.SkipImmediately, false) {
+		skipped := metav1.NewTime(now.UTC().Truncate(time.Second))
+		s.Status.LastSkipped = &skipped
+	}
+
+	at, due := NextRun(sched, runTimes(&s), now)
+	if due {
+		running, err := r.runningBackup(ctx, &s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if running != "" {
+			setCondition(&s.Status.Conditions, s.Generation, ConditionReady, true, "WaitingForPreviousBackup",
+				fmt.Sprintf("a backup was due at %s; it starts when backup %s has finished", at.Format(time.RFC3339), running))
+			return ctrl.Result{RequeueAfter: waitForPreviousRun}, r.patchStatus(ctx, orig, &s)
+		}
+		if err := r.createBackup(ctx, &s, at); err != nil {
+			return ctrl.Result{}, err
+		}
+		last := metav1.NewTime(at)
+		s.Status.LastBackup = &last
+		at, _ = NextRun(sched, runTimes(&s), now)
+	}
+	msg := "next backup due at " + at.Format(time.RFC3339)
+	if at.IsZero() {
+		msg = "the schedule does not fire within five years of its last backup"
+	}
+	setCondition(&s.Status.Conditions, s.Generation, ConditionReady, true, string(v1.SchedulePhaseEnabled), msg)
+	if err := r.patchStatus(ctx, orig, &s); err != nil || at.IsZero() {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: max(at.Sub(now), time.Second)}, nil
+}
+
+// createBackup creates the run due at at. Its name depends only on the
+// schedule and at, so a run whose status update was lost (a restart right
+// after the create) finds its backup already there and counts it as done.
+func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1.Schedule, at time.Time) error {
+	b := scheduledBackup(s, at)
+	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Create(ctx, b) })
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating backup %s/%s for schedule %s: %w", b.Namespace, b.Name, s.Name, err)
+	}
+	r.Log.Info("schedule created a backup", "schedule", s.Namespace+"/"+s.Name, "backup", b.Name)
+	return nil
+}
+
+// runningBackup names a backup of this schedule that has not finished yet,
+// or returns "". Like Velero, a schedule never runs two backups at once:
+// backups slower than the schedule would otherwise pile up.
+func (r *ScheduleReconciler) runningBackup(ctx context.Context, s *v1.Schedule) (string, error) {
+	var list v1.BackupList
+	err := r.call(ctx, func(ctx context.Context) error {
+		return r.Client.List(ctx, &list, client.InNamespace(s.Namespace),
+			client.MatchingLabels{v1.ScheduleNameLabel: v1.LabelValue(s.Name)})
+	})
+	if err != nil {
+		return "", fmt.Errorf("listing the backups of schedule %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	for _, b := range list.Items {
+		if b.DeletionTimestamp == nil && !b.Status.Phase.IsTerminal() && b.Status.Phase != v1.BackupPhaseDeleting {
+			return b.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// patchStatus writes the status only when it changed, so a reconcile that
+// finds nothing to do costs no write.
+func (r *ScheduleReconciler) patchStatus(ctx context.Context, orig, s *v1.Schedule) error {
+	if equality.Semantic.DeepEqual(orig.Status, s.Status) {
+		return nil
+	}
+	err := r.call(ctx, func(ctx context.Context) error {
+		return r.Client.Status().Patch(ctx, s, client.MergeFrom(orig))
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("updating status of schedule %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return nil
+}
+
+func (r *ScheduleReconciler) call(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, scheduleCallTimeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+func (r *ScheduleReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// scheduledBackup is the Backup a schedule creates for the run due at at.
+// It carries the schedule's labels, as Velero's backups do (the template's
+// own metadata.labels are refused by validation for now).
+func scheduledBackup(s *v1.Schedule, at time.Time) *v1.Backup {
+	labels := maps.Clone(s.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1.ScheduleNameLabel] = v1.LabelValue(s.Name)
+	b := &v1.Backup{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace,
+			Name:      s.Name + "-" + at.UTC().Format(backupTimestampFormat),
+			Labels:    labels,
+		},
+		Spec: *s.Spec.Template.DeepCopy(),
+	}
+	if ptr.Deref(s.Spec.UseOwnerReferencesInBackup, false) {
+		b.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: v1.SchemeGroupVersion.String(), Kind: "Schedule",
+			Name: s.Name, UID: s.UID, Controller: ptr.To(true),
+		}}
+	}
+	return b
+}
+
+// specField finds the field paths in backup.Validate's messages, which
+// name a Backup's fields; in a schedule they live under spec.template.
+var specField = regexp.MustCompile(`\bspec\.`)
+
+func validateSchedule(s *v1.Schedule) (cron.Schedule, []string) {
+	var msgs []string
+	sched, err := ParseCron(s.Spec.Schedule)
+	if err != nil {
+		msgs = append(msgs, "spec.schedule: "+err.Error())
+	}
+	if len(s.Name) > maxScheduleNameLen {
+		msgs = append(msgs, fmt.Sprintf("metadata.name: %d characters; at most %d, so that the names of its backups (NAME-YYYYMMDDhhmmss) are valid", len(s.Name), maxScheduleNameLen))
+	}
+	for _, m := range backup.Validate(&s.Spec.Template) {
+		msgs = append(msgs, specField.ReplaceAllString(m, "spec.template."))
+	}
+	return sched, msgs
+}
+
+// ParseCron parses a schedule as Velero does: five fields (minute, hour,
+// day of month, month, day of week) or a descriptor such as @daily or
+// @every 6h. Times are UTC.
+func ParseCron(expr string) (sched cron.Schedule, err error) {
+	const example = `; use five fields, e.g. "0 3 * * *" for 03:00 UTC every day, or a descriptor such as "@daily" or "@every 6h"`
+	expr = strings.TrimSpace(expr)
+	switch {
+	case expr == "":
+		return nil, errors.New("empty" + example)
+	case strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ="):
+		// Velero documents schedules as UTC and its parser (robfig/cron v1)
+		// knows no CRON_TZ; a zone here would not mean the same there.
+		return nil, fmt.Errorf("%q: time zone prefixes are not supported, schedules run in UTC%s", expr, example)
+	}
+	// The parser is third-party and has panicked on malformed input before;
+	// a user's typo must not take the server down.
+	defer func() {
+		if p := recover(); p != nil {
+			sched, err = nil, fmt.Errorf("%q is not a valid cron expression (%v)%s", expr, p, example)
+		}
+	}()
+	sched, err = cron.ParseStandard(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a valid cron expression: %w%s", expr, err, example)
+	}
+	if sched.Next(time.Now().UTC()).IsZero() {
+		return nil, fmt.Errorf("%q never matches a date%s", expr, example)
+	}
+	return sched, nil
+}
+
+// RunTimes are the moments a schedule's next run is counted from; zero
+// when unset.
+type RunTimes struct {
+	Created, LastBackup, LastSkipped time.Time
+}
+
+func runTimes(s *v1.Schedule) RunTimes {
+	t := RunTimes{Created: s.CreationTimestamp.Time}
+	if s.Status.LastBackup != nil {
+		t.LastBackup = s.Status.LastBackup.Time
+	}
+	if s.Status.LastSkipped != nil {
+		t.LastSkipped = s.Status.LastSkipped.Time
+	}
+	return t
+}
+
+// NextRun says when the schedule's next backup is due and whether it is
+// due now. A schedule that has never run nor skipped is due at once (named
+// by its creation time, or by the latest time it fired since). Otherwise
+// the run is the first firing after the later of the last backup and the
+// last skip; several missed firings (an outage, a long pause) make one
+// run, named by the latest of them: Velero does not catch up either.
+func NextRun(sched cron.Schedule, t RunTimes, now time.Time) (at time.Time, due bool) {
+	now = now.UTC()
+	last := t.LastBackup
+	if t.LastSkipped.After(last) {
+		last = t.LastSkipped
+	}
+	first := last.IsZero()
+	if first {
+		last = t.Created
+	}
+	next := sched.Next(last.UTC())
+	switch {
+	case next.IsZero():
+		return time.Time{}, false
+	case next.After(now) && first:
+		return last.UTC().Truncate(time.Second), true
+	case next.After(now):
+		return next, false
+	}
+	latest, ok := latestFiring(sched, next, now)
+	if !ok {
+		// Too many missed firings to walk (a frequent schedule after a long
+		// outage): start again shortly before now.
+		if restart := sched.Next(now.Add(-2 * time.Hour)); !restart.IsZero() && !restart.After(now) {
+			latest, _ = latestFiring(sched, restart, now)
+		}
+	}
+	return latest, true
+}
+
+// latestFiring walks from fired, a time sched fires not after now, to the
+// last such time; ok is false when that takes more than maxTickWalk steps.
+func latestFiring(sched cron.Schedule, fired, now time.Time) (time.Time, bool) {
+	for range maxTickWalk {
+		next := sched.Next(fired)
+		if next.IsZero() || next.After(now) {
+			return fired, true
+		}
+		fired = next
+	}
+	return fired, false
+}

@@ -1,0 +1,351 @@
+package controller
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+)
+
+// base is 2026-03-01 12:00:00 UTC, the "now" most cases count from.
+var base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func TestParseCron(t *testing.T) {
+	valid := []string{"0 3 * * *", "*/15 * * * 1-5", "@every 1h", "@every 90s", "@daily", "@hourly", "  0 0 1 * *  "}
+	for _, expr := range valid {
+		if _, err := ParseCron(expr); err != nil {
+			t.Errorf("ParseCron(%q): %v", expr, err)
+		}
+	}
+	invalid := []struct{ expr, want string }{
+		{"", "empty"},
+		{"not a cron", "not a valid cron expression"},
+		{"0 3 * *", "not a valid cron expression"},
+		{"0 0 3 * * *", "not a valid cron expression"}, // six fields: Velero's parser wants five
+		{"61 * * * *", "not a valid cron expression"},
+		{"@every soon", "not a valid cron expression"},
+		{"@fortnightly", "not a valid cron expression"},
+		{"TZ=UTC", "time zone"},
+		{"CRON_TZ=Europe/Berlin 0 3 * * *", "time zone"},
+		{"0 0 30 2 *", "never matches"},
+	}
+	for _, tt := range invalid {
+		_, err := ParseCron(tt.expr)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseCron(%q) error = %v, want one containing %q", tt.expr, err, tt.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), `"0 3 * * *"`) {
+			t.Errorf("ParseCron(%q) error %q shows no example", tt.expr, err)
+		}
+	}
+}
+
+func TestNextRun(t *testing.T) {
+	berlin := time.FixedZone("CET", 3600)
+	tests := []struct {
+		name    string
+		cron    string
+		times   RunTimes
+		now     time.Time
+		wantAt  time.Time
+		wantDue bool
+	}{
+		{
+			name: "a new schedule runs at once, named by its creation",
+			cron: "@every 1m", times: RunTimes{Created: base}, now: base.Add(10 * time.Second),
+			wantAt: base, wantDue: true,
+		},
+		{
+			name: "at once even when the cron would fire much later",
+			cron: "0 3 * * *", times: RunTimes{Created: base}, now: base.Add(5 * time.Second),
+			wantAt: base, wantDue: true,
+		},
+		{
+			name: "at once despite a clock behind the API server's",
+			cron: "@every 1h", times: RunTimes{Created: base}, now: base.Add(-2 * time.Second),
+			wantAt: base, wantDue: true,
+		},
+		{
+			name: "a schedule enabled long after creation is named by its latest firing",
+			cron: "0 3 * * *", times: RunTimes{Created: base.Add(-72 * time.Hour)}, now: base,
+			wantAt: time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC), wantDue: true,
+		},
+		{
+			name: "not yet due after a backup",
+			cron: "@every 1m", times: RunTimes{Created: base.Add(-time.Hour), LastBackup: base}, now: base.Add(30 * time.Second),
+			wantAt: base.Add(time.Minute), wantDue: false,
+		},
+		{
+			name: "due exactly at the firing time",
+			cron: "@every 1m", times: RunTimes{Created: base.Add(-time.Hour), LastBackup: base}, now: base.Add(time.Minute),
+			wantAt: base.Add(time.Minute), wantDue: true,
+		},
+		{
+			name: "missed firings make one run, named by the latest",
+			cron: "0 * * * *", times: RunTimes{Created: base.Add(-48 * time.Hour), LastBackup: base.Add(-5 * time.Hour)}, now: base.Add(30 * time.Minute),
+			wantAt: base, wantDue: true,
+		},
+		{
+			name: "a skip after the last backup counts from the skip",
+			cron: "0 3 * * *", times: RunTimes{Created: base.Add(-96 * time.Hour), LastBackup: time.Date(2026, 2, 27, 3, 0, 0, 0, time.UTC), LastSkipped: base},
+			now:    base.Add(time.Hour),
+			wantAt: time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC), wantDue: false,
+		},
+		{
+			name: "a skip at creation waits for the first firing",
+			cron: "@every 1h", times: RunTimes{Created: base, LastSkipped: base}, now: base.Add(time.Minute),
+			wantAt: base.Add(time.Hour), wantDue: false,
+		},
+		{
+			name: "a backup after the last skip counts from the backup",
+			cron: "@every 1h", times: RunTimes{Created: base.Add(-5 * time.Hour), LastSkipped: base.Add(-3 * time.Hour), LastBackup: base.Add(-30 * time.Minute)},
+			now:    base,
+			wantAt: base.Add(30 * time.Minute), wantDue: false,
+		},
+		{
+			name: "cron fields are UTC whatever the zone of the stored times",
+			cron: "0 3 * * *", times: RunTimes{Created: base.Add(-96 * time.Hour), LastBackup: time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC).In(berlin)},
+			now:    time.Date(2026, 3, 2, 2, 30, 0, 0, time.UTC).In(berlin),
+			wantAt: time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC), wantDue: false,
+		},
+		{
+			name: "a frequent schedule after a long outage runs once, near now",
+			cron: "@every 1s", times: RunTimes{Created: base.Add(-60 * 24 * time.Hour), LastBackup: base.Add(-30 * 24 * time.Hour)}, now: base,
+			wantAt: base, wantDue: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sched, err := ParseCron(tt.cron)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at, due := NextRun(sched, tt.times, tt.now)
+			if !at.Equal(tt.wantAt) || due != tt.wantDue {
+				t.Errorf("NextRun = %s, due %v; want %s, due %v", at.UTC(), due, tt.wantAt.UTC(), tt.wantDue)
+			}
+		})
+	}
+}
+
+func TestValidateScheduleNamesFields(t *testing.T) {
+	s := &v1.Schedule{
+		ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("a", 240)},
+		Spec: v1.ScheduleSpec{
+			Schedule: "every day",
+			Template: v1.BackupSpec{
+				Hooks:         &runtime.RawExtension{Raw: []byte(`{"resources":[{"name":"x"}]}`)},
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+				OrLabelSelectors: []*metav1.LabelSelector{
+					{MatchLabels: map[string]string{"c": "d"}},
+				},
+			},
+		},
+	}
+	_, msgs := validateSchedule(s)
+	got := strings.Join(msgs, "\n")
+	for _, want := range []string{
+		`spec.schedule: "every day" is not a valid cron expression`,
+		"metadata.name: 240 characters",
+		"spec.template.hooks: not supported",
+		"spec.template.labelSelector, spec.template.orLabelSelectors:",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("validation errors lack %q:\n%s", want, got)
+		}
+	}
+	for _, m := range msgs[2:] {
+		if strings.Contains(strings.ReplaceAll(m, "spec.template.", ""), "spec.") {
+			t.Errorf("a template field is named outside spec.template: %s", m)
+		}
+	}
+}
+
+func TestScheduledBackup(t *testing.T) {
+	s := &v1.Schedule{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "velero", UID: types.UID("u-1"), Labels: map[string]string{"team": "ops"}},
+		Spec: v1.ScheduleSpec{
+			Schedule: "0 3 * * *",
+			Template: v1.BackupSpec{IncludedNamespaces: []string{"shop"}, TTL: metav1.Duration{Duration: time.Hour}},
+		},
+	}
+	b := scheduledBackup(s, time.Date(2026, 3, 1, 3, 0, 0, 0, time.FixedZone("X", 7200)))
+	if b.Name != "nightly-20260301010000" || b.Namespace != "velero" {
+		t.Errorf("backup %s/%s, want velero/nightly-20260301010000 (UTC)", b.Namespace, b.Name)
+	}
+	if b.Labels[v1.ScheduleNameLabel] != "nightly" || b.Labels["team"] != "ops" {
+		t.Errorf("labels = %v", b.Labels)
+	}
+	if len(b.Spec.IncludedNamespaces) != 1 || b.Spec.TTL.Duration != time.Hour {
+		t.Errorf("spec = %+v, want the template", b.Spec)
+	}
+	if len(b.OwnerReferences) != 0 {
+		t.Error("owner reference set without useOwnerReferencesInBackup")
+	}
+	if s.Labels[v1.ScheduleNameLabel] != "" {
+		t.Error("the schedule's own labels were modified")
+	}
+	s.Spec.UseOwnerReferencesInBackup = ptr.To(true)
+	ref := scheduledBackup(s, base).OwnerReferences
+	if len(ref) != 1 || ref[0].Kind != "Schedule" || ref[0].Name != "nightly" || ref[0].UID != "u-1" || !ptr.Deref(ref[0].Controller, false) {
+		t.Errorf("owner references = %+v", ref)
+	}
+}
+
+// reconcileAt runs one reconcile of the schedule "s" at now.
+func reconcileAt(t *testing.T, c client.Client, now time.Time) ctrl.Result {
+	t.Helper()
+	r := &ScheduleReconciler{Client: c, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return now }}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "velero", Name: "s"}})
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+func newScheduleClient(t *testing.T, s *v1.Schedule, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	s.Name, s.Namespace, s.CreationTimestamp = "s", "velero", metav1.NewTime(base)
+	return fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.Schedule{}, &v1.Backup{}).
+		WithObjects(append(objs, s)...).Build()
+}
+
+func readSchedule(t *testing.T, c client.Client) *v1.Schedule {
+	t.Helper()
+	var s v1.Schedule
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "velero", Name: "s"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+func backupNames(t *testing.T, c client.Client) []string {
+	t.Helper()
+	var list v1.BackupList
+	if err := c.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range list.Items {
+		names = append(names, b.Name)
+	}
+	return names
+}
+
+func TestScheduleReconcileRunsAndRequeues(t *testing.T) {
+	c := newScheduleClient(t, &v1.Schedule{Spec: v1.ScheduleSpec{Schedule: "@every 1h"}})
+	res := reconcileAt(t, c, base.Add(2*time.Second))
+	if got := backupNames(t, c); len(got) != 1 || got[0] != "s-20260301120000" {
+		t.Fatalf("backups = %v, want the first run at once", got)
+	}
+	s := readSchedule(t, c)
+	if s.Status.Phase != v1.SchedulePhaseEnabled || s.Status.LastBackup == nil || !s.Status.LastBackup.Time.Equal(base) {
+		t.Errorf("status = %+v", s.Status)
+	}
+	if !meta.IsStatusConditionTrue(s.Status.Conditions, ConditionReady) {
+		t.Errorf("Ready is not True: %+v", s.Status.Conditions)
+	}
+	if want := time.Hour - 2*time.Second; res.RequeueAfter != want {
+		t.Errorf("requeue after %s, want %s (the next run)", res.RequeueAfter, want)
+	}
+
+	// The next firing waits for the first backup, still New here.
+	res = reconcileAt(t, c, base.Add(time.Hour))
+	if got := backupNames(t, c); len(got) != 1 || res.RequeueAfter != waitForPreviousRun {
+		t.Fatalf("backups = %v, requeue %s; want no second backup while the first runs", got, res.RequeueAfter)
+	}
+	b := &v1.Backup{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "velero", Name: "s-20260301120000"}, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Status.Phase = v1.BackupPhaseCompleted
+	if err := c.Status().Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAt(t, c, base.Add(time.Hour+10*time.Second))
+	if got := backupNames(t, c); len(got) != 2 || got[1] != "s-20260301130000" {
+		t.Errorf("backups = %v, want the 13:00 run once the first finished", got)
+	}
+}
+
+func TestScheduleReconcileBackupExistsCountsAsDone(t *testing.T) {
+	// A restart between the create and the status update: the backup of
+	// this run is there, lastBackup is not.
+	existing := &v1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: "s-20260301120000", Labels: map[string]string{v1.ScheduleNameLabel: "s"}},
+		Status:     v1.BackupStatus{Phase: v1.BackupPhaseCompleted},
+	}
+	c := newScheduleClient(t, &v1.Schedule{Spec: v1.ScheduleSpec{Schedule: "@every 1h"}}, existing)
+	reconcileAt(t, c, base.Add(5*time.Second))
+	if got := backupNames(t, c); len(got) != 1 {
+		t.Errorf("backups = %v, want the existing one only", got)
+	}
+	if s := readSchedule(t, c); s.Status.LastBackup == nil || !s.Status.LastBackup.Time.Equal(base) {
+		t.Errorf("lastBackup = %v, want %s", s.Status.LastBackup, base)
+	}
+}
+
+func TestScheduleReconcilePausedAndSkipImmediately(t *testing.T) {
+	c := newScheduleClient(t, &v1.Schedule{Spec: v1.ScheduleSpec{Schedule: "@every 1h", Paused: true, SkipImmediately: ptr.To(true)}})
+	res := reconcileAt(t, c, base.Add(time.Second))
+	s := readSchedule(t, c)
+	ready := meta.FindStatusCondition(s.Status.Conditions, ConditionReady)
+	if len(backupNames(t, c)) != 0 || res.RequeueAfter != 0 || ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "Paused" {
+		t.Fatalf("paused schedule: backups %v, requeue %s, Ready %+v", backupNames(t, c), res.RequeueAfter, ready)
+	}
+
+	// Unpausing with skipImmediately skips the run that is due at once.
+	s.Spec.Paused = false
+	if err := c.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	unpaused := base.Add(10 * time.Minute)
+	res = reconcileAt(t, c, unpaused)
+	s = readSchedule(t, c)
+	if len(backupNames(t, c)) != 0 || s.Status.LastSkipped == nil || !s.Status.LastSkipped.Time.Equal(unpaused) {
+		t.Fatalf("backups %v, lastSkipped %v; want the immediate run skipped", backupNames(t, c), s.Status.LastSkipped)
+	}
+	if res.RequeueAfter != time.Hour {
+		t.Errorf("requeue after %s, want 1h", res.RequeueAfter)
+	}
+	// Once Ready, skipImmediately does not skip the runs that follow.
+	reconcileAt(t, c, unpaused.Add(time.Hour))
+	if got := backupNames(t, c); len(got) != 1 || got[0] != "s-20260301131000" {
+		t.Errorf("backups = %v, want the 13:10 run", got)
+	}
+}
+
+func TestScheduleReconcileFailedValidation(t *testing.T) {
+	c := newScheduleClient(t, &v1.Schedule{Spec: v1.ScheduleSpec{Schedule: "0 25 * * *"}})
+	res := reconcileAt(t, c, base)
+	s := readSchedule(t, c)
+	if s.Status.Phase != v1.SchedulePhaseFailedValidation || len(s.Status.ValidationErrors) != 1 ||
+		!strings.HasPrefix(s.Status.ValidationErrors[0], "spec.schedule: ") {
+		t.Errorf("status = %+v", s.Status)
+	}
+	ready := meta.FindStatusCondition(s.Status.Conditions, ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "FailedValidation" {
+		t.Errorf("Ready = %+v", ready)
+	}
+	if len(backupNames(t, c)) != 0 || res.RequeueAfter != 0 {
+		t.Errorf("an invalid schedule created backups or requeued")
+	}
+}
