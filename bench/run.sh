@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Runs the backup benchmark: builds the floor program and the orchestrator,
-# makes sure bin/lifeboat is current, and prints a markdown table of
-# Lifeboat's backup throughput and memory against the floor measured in the
-# same run. See bench/README.md.
+# Runs the backup and restore benchmarks: builds the two floor programs and
+# the orchestrator, makes sure bin/lifeboat is current, and prints markdown
+# tables of Lifeboat's backup and restore throughput and memory against
+# floors measured in the same run. See bench/README.md.
 #
-#   BENCH_N       comma-separated numbers of ConfigMaps (default 2000,10000,50000)
-#   BENCH_RUNS    measured runs per N; the table shows medians (default 3)
-#   BENCH_WARMUP  unmeasured runs of each side per N first (default 1)
-#   BENCH_OUT     also write the report to this file
-#   BENCH_JSON    also write the raw results as JSON to this file
-#   LIFEBOAT_BIN  the lifeboat binary to measure (default: make build, bin/lifeboat)
+#   BENCH_N            backup: comma-separated numbers of ConfigMaps (default 2000,10000,50000)
+#   BENCH_SKIP_BACKUP  1: measure restores only
+#   BENCH_RESTORE_N    restore: comma-separated numbers of ConfigMaps (default 10000)
+#   BENCH_SKIP_RESTORE 1: measure backups only
+#   BENCH_RUNS         measured runs per N, backup and restore; the tables show medians (default 3)
+#   BENCH_WARMUP       unmeasured backup runs of each side per N first (default 1)
+#   BENCH_RESTORE_WARMUP unmeasured restore runs of each side per N first (default 0)
+#   BENCH_OUT          also write the report to this file
+#   BENCH_JSON         also write the raw results as JSON to this file
+#   LIFEBOAT_BIN       the lifeboat binary to measure (default: make build, bin/lifeboat)
 # Further arguments go to the orchestrator (go run ./bench/backupbench -h).
 set -euo pipefail
 
@@ -29,15 +33,26 @@ fi
 tools=$(mktemp -d "${TMPDIR:-/tmp}/lifeboat-bench-bin.XXXXXX")
 trap 'rm -rf "$tools"' EXIT
 "$GO" build -o "$tools/floor" ./bench/floor
+"$GO" build -o "$tools/createfloor" ./bench/createfloor
 "$GO" build -o "$tools/backupbench" ./bench/backupbench
 
+restore_n=${BENCH_RESTORE_N:-10000}
+if [[ "${BENCH_SKIP_RESTORE:-}" == 1 ]]; then
+	restore_n=
+fi
 args=(
 	-n "${BENCH_N:-2000,10000,50000}"
+	-restore-n "$restore_n"
 	-runs "${BENCH_RUNS:-3}"
 	-warmup "${BENCH_WARMUP:-1}"
+	-restore-warmup "${BENCH_RESTORE_WARMUP:-0}"
 	-lifeboat "$LIFEBOAT_BIN"
 	-floor "$tools/floor"
+	-createfloor "$tools/createfloor"
 )
+if [[ "${BENCH_SKIP_BACKUP:-}" == 1 ]]; then
+	args+=(-skip-backup)
+fi
 if [[ -n "${BENCH_JSON:-}" ]]; then
 	args+=(-json "$BENCH_JSON")
 fi

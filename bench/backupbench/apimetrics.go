@@ -61,17 +61,32 @@ func label(set, name string) string {
 	return ""
 }
 
-// since returns the requests made between two scrapes: all verbs, and
-// LISTs alone. The scrapes themselves (GET /metrics) are not counted by
-// this metric.
-func (c requestCounts) since(before requestCounts) (total, lists int) {
+// requestDelta is what the API server counted between two scrapes: all
+// requests, and per verb (LIST, GET, POST, PATCH, WATCH, ...).
+type requestDelta struct {
+	Total int
+	Verbs map[string]int
+}
+
+// delta returns the requests made between two scrapes. The scrapes
+// themselves (GET /metrics) are not counted by this metric.
+func (c requestCounts) delta(before requestCounts) requestDelta {
+	d := requestDelta{Verbs: map[string]int{}}
 	var t float64
 	for verb, v := range c {
-		d := v - before[verb]
-		t += d
-		if verb == "LIST" {
-			lists = int(d)
+		n := v - before[verb]
+		t += n
+		if n != 0 {
+			d.Verbs[verb] = int(n)
 		}
 	}
-	return int(t), lists
+	d.Total = int(t)
+	return d
+}
+
+// since returns the requests made between two scrapes: all verbs, and
+// LISTs alone.
+func (c requestCounts) since(before requestCounts) (total, lists int) {
+	d := c.delta(before)
+	return d.Total, d.Verbs["LIST"]
 }

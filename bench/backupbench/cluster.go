@@ -266,3 +266,41 @@ func waitLocationAvailable(ctx context.Context, k *kube, srv *serverProcess, tim
 		}
 	}
 }
+
+// waitServerReady waits until a freshly started server answers a
+// ServerStatusRequest: its manager is up, its caches have synced and its
+// controllers run, so that no measured restore pays for the server's start.
+// (After a restart the storage location is still marked Available by the
+// previous process, so waitLocationAvailable would prove nothing.)
+func waitServerReady(ctx context.Context, k *kube, srv *serverProcess, timeout time.Duration) error {
+	ssr := &v1.ServerStatusRequest{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, GenerateName: "bench-ready-"}}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := k.c.Create(cctx, ssr)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("creating a ServerStatusRequest: %w", err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := srv.exited(); err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := k.c.Get(cctx, client.ObjectKeyFromObject(ssr), ssr)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reading ServerStatusRequest %s: %w", ssr.Name, err)
+		}
+		if ssr.Status.Phase == v1.ServerStatusRequestPhaseProcessed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server did not answer ServerStatusRequest %s within %s (server log %s)", ssr.Name, timeout, srv.logPath)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -38,15 +38,18 @@ type serverProcess struct {
 	once    sync.Once
 }
 
-func startServer(bin, kubeconfig, logPath string) (*serverProcess, error) {
+// startServer starts `lifeboat server`; extra arguments come after the
+// benchmark's own, so they can override them.
+func startServer(bin, kubeconfig, logPath string, extra []string) (*serverProcess, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating server log: %w", err)
 	}
 	// Metrics and health endpoints are off: they are not what is measured,
 	// and fixed ports would collide with anything else on the machine.
-	cmd := exec.Command(bin, "server", "--kubeconfig", kubeconfig, "-n", serverNamespace,
-		"--metrics-address", "0", "--health-address", "0", "--log-level", "warn")
+	args := []string{"server", "--kubeconfig", kubeconfig, "-n", serverNamespace,
+		"--metrics-address", "0", "--health-address", "0", "--log-level", "warn"}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
@@ -175,10 +178,39 @@ type floorRunner struct {
 func (f floorRunner) run(ctx context.Context, label string) (floorResult, error) {
 	out := filepath.Join(f.dir, "floor-"+label+".tar.gz")
 	defer os.Remove(out)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	ch, err := runChild(ctx, f.bin, "floor run "+label, 30*time.Minute,
+		"--kubeconfig", f.kubeconfig, "--namespaces", strings.Join(f.namespaces, ","), "--out", out)
+	if err != nil {
+		return floorResult{}, err
+	}
+	res := floorResult{WallSeconds: ch.wall.Seconds(), CPUSeconds: ch.cpu.Seconds()}
+	if _, err := fmt.Sscanf(ch.stdout, "items=%d bytes=%d seconds=%g peak_rss_kib=%d",
+		&res.Items, &res.JSONBytes, &res.SelfSeconds, &res.PeakRSSKiB); err != nil {
+		return floorResult{}, fmt.Errorf("floor run %s: parsing its output %q: %w", label, ch.stdout, err)
+	}
+	if fi, err := os.Stat(out); err == nil {
+		res.ArchiveBytes = fi.Size()
+	}
+	return res, nil
+}
+
+// childRun is one run of a floor program.
+type childRun struct {
+	// stdout is what it printed, trimmed.
+	stdout string
+	// wall is from starting the process to its exit.
+	wall time.Duration
+	// cpu is the user and system time it used.
+	cpu time.Duration
+}
+
+// runChild runs a floor program to its end and times it from process start
+// to exit. Its peak RSS must come from the program itself (VmHWM), not from
+// the child's ru_maxrss: see bench/internal/selfrss.
+func runChild(ctx context.Context, bin, what string, timeout time.Duration, args ...string) (childRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, f.bin, "--kubeconfig", f.kubeconfig,
-		"--namespaces", strings.Join(f.namespaces, ","), "--out", out)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = childAttr()
@@ -186,21 +218,10 @@ func (f floorRunner) run(ctx context.Context, label string) (floorResult, error)
 	err := cmd.Run()
 	wall := time.Since(start)
 	if err != nil {
-		return floorResult{}, fmt.Errorf("floor run %s: %w: %s", label, err, strings.TrimSpace(stderr.String()))
+		return childRun{}, fmt.Errorf("%s: %w: %s", what, err, strings.TrimSpace(stderr.String()))
 	}
-	res := floorResult{WallSeconds: wall.Seconds()}
-	if _, err := fmt.Sscanf(strings.TrimSpace(stdout.String()), "items=%d bytes=%d seconds=%g peak_rss_kib=%d",
-		&res.Items, &res.JSONBytes, &res.SelfSeconds, &res.PeakRSSKiB); err != nil {
-		return floorResult{}, fmt.Errorf("floor run %s: parsing its output %q: %w", label, stdout.String(), err)
-	}
-	if fi, err := os.Stat(out); err == nil {
-		res.ArchiveBytes = fi.Size()
-	}
-	// Peak RSS comes from the floor itself (VmHWM), not from the child's
-	// ru_maxrss: see peakRSSKiB in bench/floor.
 	ps := cmd.ProcessState
-	res.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
-	return res, nil
+	return childRun{stdout: strings.TrimSpace(stdout.String()), wall: wall, cpu: ps.UserTime() + ps.SystemTime()}, nil
 }
 
 // tail returns the last n lines of a file, for error messages.

@@ -59,3 +59,25 @@ func TestReportHasOneRowPerN(t *testing.T) {
 		t.Errorf("summary row missing or wrong:\n%s", out)
 	}
 }
+
+func TestRestoreReportHasOneRowPerN(t *testing.T) {
+	var buf bytes.Buffer
+	writeRestoreReport(&buf, config{runs: 1, namespaces: 20, restoreWorkers: 8}, []restoreSizeResult{
+		{N: 10000, ServerPeakRSSKiB: 61440, Runs: []restoreRunResult{{Run: 1,
+			Floor:    createFloorResult{Objects: 10020, WallSeconds: 5},
+			Lifeboat: restoreResult{Items: 10020, WallSeconds: 10}}}},
+	})
+	out := buf.String()
+	if !strings.Contains(out, "| 10000 | 2004 | 1002 | 0.50 | 60.0 |") {
+		t.Errorf("summary row missing or wrong:\n%s", out)
+	}
+}
+
+func TestRequestDeltaByVerb(t *testing.T) {
+	before := requestCounts{"POST": 10, "PATCH": 1}
+	after := requestCounts{"POST": 110, "PATCH": 3, "GET": 4}
+	got := restoreCalls(after.delta(before))
+	if got != (restoreAPICalls{APIRequests: 106, APICreates: 100, APIGets: 4, APIPatches: 2}) {
+		t.Errorf("restoreCalls = %+v", got)
+	}
+}

@@ -26,6 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lifeboat-io/lifeboat/bench/internal/selfrss"
 )
 
 // pageSize matches what a careful backup tool asks for: large enough to
@@ -50,33 +52,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
-	hwm, err := peakRSSKiB()
+	hwm, err := selfrss.PeakKiB()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
 	fmt.Printf("items=%d bytes=%d seconds=%.6f peak_rss_kib=%d\n", res.items, res.bytes, res.elapsed.Seconds(), hwm)
-}
-
-// peakRSSKiB reads this process's VmHWM. The parent cannot get it from
-// getrusage: Go starts children with vfork, and Linux carries the parent's
-// peak RSS into the child's ru_maxrss at exec, so a small child would look
-// as large as the benchmark that started it.
-func peakRSSKiB() (int64, error) {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, fmt.Errorf("reading peak RSS: %w", err)
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kib int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err != nil {
-				return 0, fmt.Errorf("parsing %q: %w", line, err)
-			}
-			return kib, nil
-		}
-	}
-	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 type result struct {

@@ -34,8 +34,8 @@ func newServerCommand(f *Factory) *cobra.Command {
 			if !slices.Contains(logFormats, opts.LogFormat) {
 				return fmt.Errorf("invalid --log-format %q: must be one of %v", opts.LogFormat, logFormats)
 			}
-			if opts.ClientQPS <= 0 || opts.ClientBurst < 1 {
-				return fmt.Errorf("invalid --client-qps %v / --client-burst %d: both must be positive", opts.ClientQPS, opts.ClientBurst)
+			if opts.ClientQPS == 0 || opts.ClientBurst < 1 {
+				return fmt.Errorf("invalid --client-qps %v / --client-burst %d: use a positive QPS (or -1 for no client-side limit) and a positive burst", opts.ClientQPS, opts.ClientBurst)
 			}
 			if opts.ListWorkers < 1 {
 				return fmt.Errorf("invalid --list-workers %d: must be at least 1", opts.ListWorkers)
@@ -61,7 +61,7 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.DurationVar(&opts.StoreValidationFrequency, "store-validation-frequency", opts.StoreValidationFrequency, "how often storage locations are checked when they set no validationFrequency")
 	fl.IntVar(&opts.ListWorkers, "list-workers", opts.ListWorkers, "concurrent LIST calls while a backup collects items")
 	fl.DurationVar(&opts.BackupSyncPeriod, "backup-sync-period", opts.BackupSyncPeriod, "how often backups in storage locations are synced into the cluster when a location sets no backupSyncPeriod (0 disables)")
-	fl.Float32Var(&opts.ClientQPS, "client-qps", opts.ClientQPS, "queries per second the server may send to the API server")
+	fl.Float32Var(&opts.ClientQPS, "client-qps", opts.ClientQPS, "queries per second the server may send to the API server; -1 (the default) sets no client-side limit: the server's load is bounded by its worker pools and the API server's priority and fairness")
 	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps the server may send")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
