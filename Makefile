@@ -18,6 +18,7 @@ generate:
 	$$cg object:headerFile=hack/boilerplate.go.txt paths=./api/... ; \
 	$$cg crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
 	gofmt -w api
+	hack/protoc.sh
 
 # The pinned local API server, etcd and S3 server that the tests start.
 tools:
