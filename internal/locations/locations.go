@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -15,7 +17,9 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/storage/pluginstore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/provider"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
 // Resolver finds and opens storage locations in one namespace.
@@ -28,6 +32,16 @@ type Resolver struct {
 	Namespace    string
 	// DefaultName is used when no location is marked default.
 	DefaultName string
+	// Plugins serves providers that are not built in; nil means none.
+	Plugins ObjectStorePlugins
+	// CredentialsDir holds the credential files handed to ObjectStore
+	// plugins (Velero passes credentials to plugins as a file path).
+	CredentialsDir string
+}
+
+// ObjectStorePlugins finds ObjectStore plugins by name.
+type ObjectStorePlugins interface {
+	ObjectStore(name string) (api.ObjectStore, error)
 }
 
 // NotFoundError says that a named location does not exist.
@@ -99,9 +113,57 @@ func (r *Resolver) Open(ctx context.Context, bsl *v1.BackupStorageLocation) (*st
 		}
 		config["caCert"] = string(ca)
 	}
-	store, err := provider.Open(ctx, bsl.Spec.Provider, config, creds)
+	var (
+		store storage.ObjectStore
+		err   error
+	)
+	if provider.IsBuiltIn(bsl.Spec.Provider) {
+		store, err = provider.Open(ctx, bsl.Spec.Provider, config, creds)
+	} else {
+		store, err = r.openPlugin(bsl, config, creds)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("BackupStorageLocation %q: %w", bsl.Name, err)
 	}
 	return storage.NewBackupStore(store, bsl.Spec.ObjectStorage.Bucket, bsl.Spec.ObjectStorage.Prefix), nil
+}
+
+func (r *Resolver) openPlugin(bsl *v1.BackupStorageLocation, config map[string]string, creds []byte) (storage.ObjectStore, error) {
+	name := bsl.Spec.Provider
+	if r.Plugins == nil {
+		return nil, fmt.Errorf("spec.provider %q is not built in (built-in: aws, lifeboat.io/filesystem) and the server runs no plugins", name)
+	}
+	plugin, err := r.Plugins.ObjectStore(name)
+	if err != nil {
+		return nil, fmt.Errorf("spec.provider %q: %w", name, err)
+	}
+	credFile := ""
+	if creds != nil {
+		if credFile, err = r.writeCredentials(bsl, creds); err != nil {
+			return nil, err
+		}
+	}
+	return pluginstore.New(plugin, name, config, bsl.Spec.ObjectStorage.Bucket, bsl.Spec.ObjectStorage.Prefix, credFile)
+}
+
+// writeCredentials puts a location's credentials where its plugin can read
+// them, readable by the server's user only.
+func (r *Resolver) writeCredentials(bsl *v1.BackupStorageLocation, creds []byte) (string, error) {
+	dir := r.CredentialsDir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "lifeboat-credentials")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the credentials dir: %w", err)
+	}
+	sel := bsl.Spec.Credential
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", bsl.Namespace, sel.Name, sel.Key))
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, creds, 0o600); err != nil {
+		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
+	}
+	return path, nil
 }

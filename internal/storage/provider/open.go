@@ -12,6 +12,16 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/storage/s3"
 )
 
+// IsBuiltIn reports whether provider is served inside the server; any other
+// provider is an ObjectStore plugin of that name.
+func IsBuiltIn(provider string) bool {
+	switch provider {
+	case filesystem.ProviderName, s3.ProviderName, s3.VeleroProviderName:
+		return true
+	}
+	return false
+}
+
 // Open returns the built-in ObjectStore for provider, configured from a BSL's
 // config and the content of its credential secret key (nil when the BSL names
 // none).
