@@ -45,12 +45,10 @@ func (r *run) writeCRDs(ctx context.Context, aw *archive.Writer, crdType resourc
 		if err := json.Unmarshal(body, &head); err != nil {
 			return fmt.Errorf("decoding CustomResourceDefinition %s: %w", name, err)
 		}
-		ref := archive.ItemRef{GroupResource: crdResource.String(), Version: crdType.GVR.Version, Name: name}
-		if err := aw.WriteItem(ref, withTypeMeta(body, head, typePrefix(crdType))); err != nil {
-			return fmt.Errorf("writing the archive: %w", err)
+		item := rawItem{Name: name, Labels: head.Metadata.Labels, JSON: withTypeMeta(body, head, typePrefix(crdType))}
+		if err := r.writeItem(ctx, aw, crdType, item, 0); err != nil {
+			return err
 		}
-		r.addToResourceList(crdType, "", name)
-		r.backedUp++
 		written[name] = true
 	}
 	return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
+	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
@@ -34,6 +35,8 @@ type Engine struct {
 	lister    pageLister
 	// ListWorkers bounds concurrent LISTs.
 	ListWorkers int
+	// Plugins supplies backup item actions; nil runs none.
+	Plugins Plugins
 	// Log receives one line per backup (start, end) and per failure.
 	Log *slog.Logger
 }
@@ -100,8 +103,18 @@ type run struct {
 	resourceList map[string][]string
 	// namespacesWithItems are the namespaces that items were stored from.
 	namespacesWithItems map[string]bool
-	backedUp            int
-	lastReport          time.Time
+	perType             map[schema.GroupResource]int
+
+	// Set by plan: the filters, the served types, and the item actions.
+	resources   *selection.ResourceFilter
+	typesByGR   map[schema.GroupResource]resourceType
+	actions     []itemAction
+	typeActions map[schema.GroupResource][]itemAction
+	// stored remembers what was written when item actions can add items,
+	// so that every item is stored once.
+	stored     map[string]bool
+	backedUp   int
+	lastReport time.Time
 }
 
 func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
@@ -112,7 +125,8 @@ func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress Progre
 	if progress == nil {
 		progress = func(v1.BackupProgress) {}
 	}
-	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: map[string][]string{}, namespacesWithItems: map[string]bool{}}, nil
+	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: map[string][]string{}, namespacesWithItems: map[string]bool{},
+		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}}, nil
 }
 
 func (r *run) close() { r.log.Discard() }
@@ -205,31 +219,20 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 		r.results.Error(job.Namespace, err.Error())
 		r.log.Error("listing failed", "resource", job.Type.GroupResource().String(), "namespace", job.Namespace, "error", err)
 	}
-	perType := map[schema.GroupResource]int{}
 	writtenCRDs := map[string]bool{}
 	consume := func(job listJob, pg *page) error {
 		gr := job.Type.GroupResource()
-		grs := gr.String()
-		n := 0
 		for _, it := range pg.Items {
 			if job.WriteIf != nil && !job.WriteIf(it) {
 				continue
 			}
-			n++
-			if it.Namespace != "" {
-				r.namespacesWithItems[it.Namespace] = true
+			if err := r.writeItem(ctx, aw, job.Type, it, 0); err != nil {
+				return err
 			}
-			ref := archive.ItemRef{GroupResource: grs, Version: job.Type.GVR.Version, Namespace: it.Namespace, Name: it.Name}
-			if err := aw.WriteItem(ref, it.JSON); err != nil {
-				return fmt.Errorf("writing the archive: %w", err)
-			}
-			r.addToResourceList(job.Type, it.Namespace, it.Name)
 			if gr == crdResource {
 				writtenCRDs[it.Name] = true
 			}
 		}
-		r.backedUp += n
-		perType[gr] += n
 		r.reportProgress(c, false)
 		return nil
 	}
@@ -239,8 +242,8 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 		}
 		return err
 	}
-	types := make([]schema.GroupResource, 0, len(perType))
-	for gr, n := range perType {
+	types := make([]schema.GroupResource, 0, len(r.perType))
+	for gr, n := range r.perType {
 		if n > 0 {
 			types = append(types, gr)
 		}
@@ -255,7 +258,7 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 	}
 	sort.Slice(types, func(i, j int) bool { return types[i].String() < types[j].String() })
 	for _, gr := range types {
-		r.log.Info("backed up resource type", "resource", gr.String(), "items", perType[gr])
+		r.log.Info("backed up resource type", "resource", gr.String(), "items", r.perType[gr])
 	}
 	r.reportProgress(c, true)
 	return nil

@@ -131,3 +131,17 @@ func describeList(rt resourceType, ns string) string {
 	}
 	return rt.GroupResource().String() + " in namespace " + ns
 }
+
+// get reads one object, as the API server stores it.
+func (l pageLister) get(ctx context.Context, rt resourceType, ns, name string) (rawItem, error) {
+	body, err := l.client.Get().AbsPath(rt.listPath(ns), name).SetHeader("Accept", "application/json").Do(ctx).Raw()
+	if err != nil {
+		return rawItem{}, fmt.Errorf("getting %s %s: %w", rt.GroupResource(), name, err)
+	}
+	var head itemHead
+	if err := json.Unmarshal(body, &head); err != nil {
+		return rawItem{}, fmt.Errorf("decoding %s %s: %w", rt.GroupResource(), name, err)
+	}
+	return rawItem{Namespace: head.Metadata.Namespace, Name: head.Metadata.Name, Labels: head.Metadata.Labels,
+		JSON: withTypeMeta(body, head, typePrefix(rt))}, nil
+}

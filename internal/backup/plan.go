@@ -51,9 +51,21 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		}
 	}
 
-	resources, errs := selection.NewResourceFilter(spec, selection.NewDiscoveryResolver(lists))
+	resolver := selection.NewDiscoveryResolver(lists)
+	resources, errs := selection.NewResourceFilter(spec, resolver)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid resource filters: %w", joinErrors(errs))
+	}
+	r.resources = resources
+	r.typesByGR = make(map[schema.GroupResource]resourceType, len(types))
+	for _, rt := range types {
+		r.typesByGR[rt.GroupResource()] = rt
+	}
+	if r.actions, err = r.loadActions(resolver); err != nil {
+		return nil, err
+	}
+	if len(r.actions) > 0 {
+		r.stored = map[string]bool{}
 	}
 	for _, w := range resources.Warnings() {
 		r.results.Warning("", w)

@@ -1,0 +1,214 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/selection"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
+)
+
+// Plugins are where the engine finds backup item actions (the plugin
+// host, built-ins included).
+type Plugins interface {
+	Names(kind api.Kind) []string
+	BackupItemAction(name string) (api.BackupItemAction, error)
+	BackupItemActionV2(name string) (api.BackupItemActionV2, error)
+}
+
+// itemAction is a backup item action with its selector resolved for this
+// cluster. v1 actions are called through the v2 shape.
+type itemAction struct {
+	name      string
+	appliesTo *selection.AppliesTo
+	execute   func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, error)
+}
+
+// maxAdditionalDepth bounds chains of additional items (an item naming an
+// item naming an item ...); items are stored once, so only a plugin that
+// invents new names forever could reach it.
+const maxAdditionalDepth = 16
+
+// loadActions gets every backup item action, v2 first then v1, each in name
+// order (a plugin offered as both is called once, as v2), and resolves
+// what it applies to.
+func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, error) {
+	p := r.e.Plugins
+	if p == nil {
+		return nil, nil
+	}
+	var out []itemAction
+	seen := map[string]bool{}
+	v2 := p.Names(api.KindBackupItemActionV2)
+	sort.Strings(v2)
+	for _, name := range v2 {
+		a, err := p.BackupItemActionV2(name)
+		if err != nil {
+			return nil, err
+		}
+		sel, err := a.AppliesTo()
+		if err != nil {
+			return nil, fmt.Errorf("backup item action %s: AppliesTo: %w", name, err)
+		}
+		at, err := selection.NewAppliesTo(sel, resolver)
+		if err != nil {
+			return nil, fmt.Errorf("backup item action %s: %w", name, err)
+		}
+		seen[name] = true
+		out = append(out, itemAction{name: name, appliesTo: at, execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, error) {
+			updated, extra, opID, _, err := a.Execute(item, b)
+			return updated, extra, opID, err
+		}})
+	}
+	v1names := p.Names(api.KindBackupItemAction)
+	sort.Strings(v1names)
+	for _, name := range v1names {
+		if seen[name] {
+			continue
+		}
+		a, err := p.BackupItemAction(name)
+		if err != nil {
+			return nil, err
+		}
+		sel, err := a.AppliesTo()
+		if err != nil {
+			return nil, fmt.Errorf("backup item action %s: AppliesTo: %w", name, err)
+		}
+		at, err := selection.NewAppliesTo(sel, resolver)
+		if err != nil {
+			return nil, fmt.Errorf("backup item action %s: %w", name, err)
+		}
+		out = append(out, itemAction{name: name, appliesTo: at, execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, error) {
+			updated, extra, err := a.Execute(item, b)
+			return updated, extra, "", err
+		}})
+	}
+	return out, nil
+}
+
+// actionsFor returns the actions that may apply to items of rt.
+func (r *run) actionsFor(rt resourceType) []itemAction {
+	gr := rt.GroupResource()
+	if acts, ok := r.typeActions[gr]; ok {
+		return acts
+	}
+	var acts []itemAction
+	for _, a := range r.actions {
+		if a.appliesTo.MatchesResource(gr, rt.Namespaced) {
+			acts = append(acts, a)
+		}
+	}
+	r.typeActions[gr] = acts
+	return acts
+}
+
+// writeItem stores one item after the actions that apply to it, then the
+// additional items they name. Per-item problems are recorded as backup
+// errors; only archive and cancellation errors are returned.
+func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType, it rawItem, depth int) error {
+	gr := rt.GroupResource()
+	if r.stored != nil {
+		k := gr.String() + "/" + it.Namespace + "/" + it.Name
+		if r.stored[k] {
+			return nil
+		}
+		r.stored[k] = true
+	}
+	data := it.JSON
+	var additional []api.ResourceIdentifier
+	if acts := r.actionsFor(rt); len(acts) > 0 {
+		obj := &unstructured.Unstructured{}
+		if err := json.Unmarshal(data, &obj.Object); err != nil {
+			return fmt.Errorf("decoding %s %s: %w", gr, qualified(it.Namespace, it.Name), err)
+		}
+		for _, a := range acts {
+			if !a.appliesTo.Matches(gr, it.Namespace, obj.GetLabels()) {
+				continue
+			}
+			updated, extra, opID, err := a.execute(obj, r.b)
+			if err != nil {
+				// The item is left out rather than stored unprocessed: a
+				// restore would otherwise bring back something the action
+				// meant to change.
+				msg := fmt.Sprintf("backup item action %s failed for %s %s: %v", a.name, gr, qualified(it.Namespace, it.Name), err)
+				r.results.Error(it.Namespace, msg)
+				r.log.Error("backup item action failed", "action", a.name, "resource", gr.String(), "namespace", it.Namespace, "name", it.Name, "error", err)
+				return nil
+			}
+			if opID != "" {
+				r.results.Warning(it.Namespace, fmt.Sprintf("backup item action %s started asynchronous operation %q for %s %s; Lifeboat does not track asynchronous operations yet, so the backup does not wait for it",
+					a.name, opID, gr, qualified(it.Namespace, it.Name)))
+			}
+			if u, ok := updated.(*unstructured.Unstructured); ok && u != nil {
+				obj = u
+			} else if updated != nil {
+				obj = &unstructured.Unstructured{Object: updated.UnstructuredContent()}
+			}
+			additional = append(additional, extra...)
+		}
+		var err error
+		if data, err = json.Marshal(obj.Object); err != nil {
+			return fmt.Errorf("encoding %s %s: %w", gr, qualified(it.Namespace, it.Name), err)
+		}
+	}
+	ref := archive.ItemRef{GroupResource: gr.String(), Version: rt.GVR.Version, Namespace: it.Namespace, Name: it.Name}
+	if err := aw.WriteItem(ref, data); err != nil {
+		return fmt.Errorf("writing the archive: %w", err)
+	}
+	r.addToResourceList(rt, it.Namespace, it.Name)
+	if it.Namespace != "" {
+		r.namespacesWithItems[it.Namespace] = true
+	}
+	r.backedUp++
+	r.perType[gr]++
+	for _, id := range additional {
+		if err := r.writeAdditional(ctx, aw, id, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeAdditional stores an item an action named, if the backup's filters
+// allow it (Velero's looser rules for additional items).
+func (r *run) writeAdditional(ctx context.Context, aw *archive.Writer, id api.ResourceIdentifier, depth int) error {
+	where := fmt.Sprintf("additional item %s", id)
+	if depth > maxAdditionalDepth {
+		r.results.Error(id.Namespace, where+": chain of additional items is too deep")
+		return nil
+	}
+	rt, ok := r.typesByGR[id.GroupResource]
+	if !ok {
+		r.results.Error(id.Namespace, where+": the cluster does not serve "+id.GroupResource.String())
+		return nil
+	}
+	if !r.resources.ShouldIncludeAdditionalItem(id.GroupResource, rt.Namespaced) ||
+		(rt.Namespaced && !r.resources.Namespaces().ShouldInclude(id.Namespace)) {
+		r.log.Info("additional item left out by the backup's filters", "item", id.String())
+		return nil
+	}
+	ns := id.Namespace
+	if !rt.Namespaced {
+		ns = ""
+	}
+	it, err := r.e.lister.get(ctx, rt, ns, id.Name)
+	if err != nil {
+		r.results.Error(id.Namespace, fmt.Sprintf("%s: %v", where, err))
+		return nil
+	}
+	return r.writeItem(ctx, aw, rt, it, depth)
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
