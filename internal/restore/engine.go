@@ -21,6 +21,8 @@ type Engine struct {
 	log *slog.Logger
 	// Limits bound what a backup's archive may unpack to.
 	Limits Limits
+	// Plugins supplies restore item actions; nil runs none.
+	Plugins Plugins
 }
 
 // Limits bound the work one restore may do on local disk.

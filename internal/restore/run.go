@@ -57,6 +57,11 @@ type run struct {
 
 	total    int
 	restored atomic.Int64
+	spool    *spool
+	actions  []itemAction
+	// claimed holds the items handled, when actions may name items out of
+	// order; nil otherwise.
+	claimed map[string]bool
 
 	mu sync.Mutex
 	// uids maps an owner's identity (group/kind/namespace/name, target
@@ -130,6 +135,11 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = sp.close() }()
+	r.spool = sp
+	if len(r.actions) > 0 {
+		sp.index = map[string]spoolRef{}
+		r.claimed = map[string]bool{}
+	}
 
 	rc, err := r.store.GetBackupContents(ctx, r.b.Name)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -177,9 +187,13 @@ func (r *run) filter() (filter, error) {
 	if err != nil && !errors.As(err, &failed) {
 		preferred = nil
 	}
-	resources, errs := selection.NewResourceFilter(bs, selection.NewDiscoveryResolver(preferred))
+	resolver := selection.NewDiscoveryResolver(preferred)
+	resources, errs := selection.NewResourceFilter(bs, resolver)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid filters: %w", errors.Join(errs...))
+	}
+	if err := r.loadActions(resolver); err != nil {
+		return nil, err
 	}
 	labels, err := selection.NewLabelMatcher(bs)
 	if err != nil {
@@ -259,6 +273,9 @@ func (r *run) restoreType(ctx context.Context, sp *spool, grs string) error {
 // restoreItem creates one item; problems are recorded, not returned. It
 // reports the item's name and whether it exists in the cluster now.
 func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spooledItem) (string, bool) {
+	if !r.claim(gr, it.Namespace, it.Name) {
+		return it.Name, true
+	}
 	obj := &unstructured.Unstructured{}
 	if err := json.Unmarshal(it.JSON, &obj.Object); err != nil {
 		r.itemError(it.Namespace, gr, it.Name, fmt.Errorf("decoding the stored item: %w", err))
@@ -280,7 +297,16 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 		r.record(obj, "skipped")
 		return obj.GetName(), false
 	}
+	var fromBackup *unstructured.Unstructured
+	if len(r.actions) > 0 {
+		fromBackup = obj.DeepCopy()
+	}
 	r.tf.prepare(obj, gr, info)
+	if fromBackup != nil {
+		if obj = r.runActions(ctx, gr, it.Namespace, obj, fromBackup); obj == nil {
+			return it.Name, false
+		}
+	}
 	ns := obj.GetNamespace()
 	if info.Namespaced {
 		if err := r.ensureNamespace(ctx, ns); err != nil {

@@ -32,6 +32,14 @@ type spool struct {
 	// seen remembers the items already spooled: an archive holds the
 	// unversioned and the preferred-version copy of each item.
 	seen map[string]struct{}
+	// index, when not nil, finds an item by key for random access (restore
+	// item actions name additional items to restore first).
+	index map[string]spoolRef
+}
+
+type spoolRef struct {
+	gr     string
+	offset int64
 }
 
 type spoolFile struct {
@@ -39,6 +47,7 @@ type spoolFile struct {
 	f     *os.File
 	w     *bufio.Writer
 	count int
+	size  int64
 }
 
 func newSpool() (*spool, error) {
@@ -110,16 +119,55 @@ func (s *spool) add(ref archive.ItemRef, data []byte) error {
 		s.types[ref.GroupResource] = sf
 	}
 	sf.count++
+	if s.index != nil {
+		s.index[itemKey(ref.GroupResource, ref.Namespace, ref.Name)] = spoolRef{gr: ref.GroupResource, offset: sf.size}
+	}
 	for _, field := range [][]byte{[]byte(ref.Namespace), []byte(ref.Name), data} {
 		var n [binary.MaxVarintLen64]byte
-		if _, err := sf.w.Write(n[:binary.PutUvarint(n[:], uint64(len(field)))]); err != nil {
+		nn := binary.PutUvarint(n[:], uint64(len(field)))
+		if _, err := sf.w.Write(n[:nn]); err != nil {
 			return fmt.Errorf("spooling %s: %w", ref.GroupResource, err)
 		}
 		if _, err := sf.w.Write(field); err != nil {
 			return fmt.Errorf("spooling %s: %w", ref.GroupResource, err)
 		}
+		sf.size += int64(nn + len(field))
 	}
 	return nil
+}
+
+func itemKey(gr, ns, name string) string { return gr + "/" + ns + "/" + name }
+
+// lookup reads one item by key; ok is false when the archive lacks it. It
+// is safe to call while each runs: it reads with ReadAt, not the shared
+// file offset.
+func (s *spool) lookup(gr, ns, name string) (spooledItem, bool, error) {
+	ref, ok := s.index[itemKey(gr, ns, name)]
+	if !ok {
+		return spooledItem{}, false, nil
+	}
+	sf := s.types[ref.gr]
+	br := bufio.NewReader(io.NewSectionReader(sf.f, ref.offset, sf.size-ref.offset))
+	it, err := readRecord(br)
+	if err != nil {
+		return spooledItem{}, false, fmt.Errorf("reading spooled %s: %w", gr, err)
+	}
+	return it, true, nil
+}
+
+func readRecord(br *bufio.Reader) (spooledItem, error) {
+	var fields [3][]byte
+	for i := range fields {
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			return spooledItem{}, err
+		}
+		fields[i] = make([]byte, n)
+		if _, err := io.ReadFull(br, fields[i]); err != nil {
+			return spooledItem{}, err
+		}
+	}
+	return spooledItem{Namespace: string(fields[0]), Name: string(fields[1]), JSON: fields[2]}, nil
 }
 
 // groupResources lists the spooled types, sorted.
@@ -153,23 +201,13 @@ func (s *spool) each(gr string, fn func(spooledItem) error) error {
 	if !ok {
 		return nil
 	}
-	if _, err := sf.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("reading spooled %s: %w", gr, err)
-	}
-	br := bufio.NewReaderSize(sf.f, 256<<10)
+	br := bufio.NewReaderSize(io.NewSectionReader(sf.f, 0, sf.size), 256<<10)
 	for range sf.count {
-		var fields [3][]byte
-		for i := range fields {
-			n, err := binary.ReadUvarint(br)
-			if err != nil {
-				return fmt.Errorf("reading spooled %s: %w", gr, err)
-			}
-			fields[i] = make([]byte, n)
-			if _, err := io.ReadFull(br, fields[i]); err != nil {
-				return fmt.Errorf("reading spooled %s: %w", gr, err)
-			}
+		it, err := readRecord(br)
+		if err != nil {
+			return fmt.Errorf("reading spooled %s: %w", gr, err)
 		}
-		if err := fn(spooledItem{Namespace: string(fields[0]), Name: string(fields[1]), JSON: fields[2]}); err != nil {
+		if err := fn(it); err != nil {
 			return err
 		}
 	}
