@@ -161,6 +161,10 @@ const (
 type PluginInfo struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
+	// Binary is Lifeboat's addition: the plugin's executable, or
+	// "(built-in)".
+	// +optional
+	Binary string `json:"binary,omitempty"`
 }
 
 // ServerStatusRequestStatus is the server's answer.

@@ -42,7 +42,9 @@ func (f fakePlugins) Names(kind api.Kind) []string {
 	return out
 }
 
-func (f fakePlugins) BackupItemAction(name string) (api.BackupItemAction, error) { return f.v1[name], nil }
+func (f fakePlugins) BackupItemAction(name string) (api.BackupItemAction, error) {
+	return f.v1[name], nil
+}
 func (f fakePlugins) BackupItemActionV2(name string) (api.BackupItemActionV2, error) {
 	return f.v2[name], nil
 }

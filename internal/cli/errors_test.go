@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
 	"github.com/lifeboat-io/lifeboat/internal/server"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
 // withoutVeleroCRDs fails every velero.io call the way a real client does in
@@ -163,7 +165,7 @@ func TestServerFlags(t *testing.T) {
 	if err := runReal(t, "server", "--kubeconfig", kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	if want := server.DefaultOptions(); got != want {
+	if want := server.DefaultOptions(); !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
 	}
 	if gotHost != "https://127.0.0.1:1" {
@@ -173,6 +175,7 @@ func TestServerFlags(t *testing.T) {
 	err := runReal(t, "server", "--kubeconfig", kubeconfig, "-n", "backups",
 		"--metrics-address", "0", "--health-address", ":9999", "--default-backup-storage-location", "s3",
 		"--default-backup-ttl", "48h", "--store-validation-frequency", "5m", "--list-workers", "3", "--backup-sync-period", "30s",
+		"--plugin-dir", "/opt/plugins", "--plugin-timeout", "DeleteItemAction=2m",
 		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -180,9 +183,10 @@ func TestServerFlags(t *testing.T) {
 	want := server.Options{
 		Namespace: "backups", MetricsAddress: "0", HealthAddress: ":9999", DefaultBackupStorageLocation: "s3",
 		DefaultBackupTTL: 48 * time.Hour, StoreValidationFrequency: 5 * time.Minute, ListWorkers: 3,
-		BackupSyncPeriod: 30 * time.Second, ClientQPS: 25, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
+		BackupSyncPeriod: 30 * time.Second, ClientQPS: 25, PluginDir: "/opt/plugins",
+		PluginTimeouts: map[api.Kind]time.Duration{api.KindDeleteItemAction: 2 * time.Minute}, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flags:\n got %+v\nwant %+v", got, want)
 	}
 

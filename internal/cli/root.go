@@ -59,6 +59,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newBackupCommand(f),
 		newRestoreCommand(f),
 		newScheduleCommand(f),
+		newPluginCommand(f),
 	)
 	return root
 }

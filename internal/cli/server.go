@@ -3,10 +3,12 @@ package cli
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-io/lifeboat/internal/server"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
 var (
@@ -19,6 +21,7 @@ var runServer = server.Run
 
 func newServerCommand(f *Factory) *cobra.Command {
 	opts := server.DefaultOptions()
+	var pluginTimeouts map[string]string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the Lifeboat controllers",
@@ -40,6 +43,11 @@ func newServerCommand(f *Factory) *cobra.Command {
 			if opts.ListWorkers < 1 {
 				return fmt.Errorf("invalid --list-workers %d: must be at least 1", opts.ListWorkers)
 			}
+			timeouts, err := parsePluginTimeouts(pluginTimeouts)
+			if err != nil {
+				return err
+			}
+			opts.PluginTimeouts = timeouts
 			opts.Namespace = f.Namespace
 			cfg, err := f.RESTConfig()
 			if err != nil {
@@ -61,9 +69,31 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.DurationVar(&opts.StoreValidationFrequency, "store-validation-frequency", opts.StoreValidationFrequency, "how often storage locations are checked when they set no validationFrequency")
 	fl.IntVar(&opts.ListWorkers, "list-workers", opts.ListWorkers, "concurrent LIST calls while a backup collects items")
 	fl.DurationVar(&opts.BackupSyncPeriod, "backup-sync-period", opts.BackupSyncPeriod, "how often backups in storage locations are synced into the cluster when a location sets no backupSyncPeriod (0 disables)")
+	fl.StringVar(&opts.PluginDir, "plugin-dir", opts.PluginDir, "directory searched (recursively) for plugin binaries")
+	fl.StringToStringVar(&pluginTimeouts, "plugin-timeout", nil, "per-kind bound on one plugin call, e.g. DeleteItemAction=2m,BackupItemAction=30s (0 for none)")
+	fl.StringVar(&opts.CredentialsDir, "credentials-dir", opts.CredentialsDir, "directory for the credential files handed to ObjectStore plugins (default: under the system temp dir)")
 	fl.Float32Var(&opts.ClientQPS, "client-qps", opts.ClientQPS, "queries per second the server may send to the API server; -1 (the default) sets no client-side limit: the server's load is bounded by its worker pools and the API server's priority and fairness")
 	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps the server may send")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
 	return cmd
+}
+
+// parsePluginTimeouts reads --plugin-timeout kind=duration pairs.
+func parsePluginTimeouts(in map[string]string) (map[api.Kind]time.Duration, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[api.Kind]time.Duration, len(in))
+	for kind, d := range in {
+		if !slices.Contains(api.AllKinds, api.Kind(kind)) {
+			return nil, fmt.Errorf("invalid --plugin-timeout: %q is not a plugin kind (use one of %v)", kind, api.AllKinds)
+		}
+		dur, err := time.ParseDuration(d)
+		if err != nil || dur < 0 {
+			return nil, fmt.Errorf("invalid --plugin-timeout %s=%s: want a duration such as 2m", kind, d)
+		}
+		out[api.Kind(kind)] = dur
+	}
+	return out, nil
 }

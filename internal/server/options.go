@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
+)
 
 // Options configure `lifeboat server`.
 type Options struct {
@@ -31,6 +35,13 @@ type Options struct {
 	ClientBurst int
 	// ListWorkers bounds concurrent LIST calls while a backup collects items.
 	ListWorkers int
+	// PluginDir is scanned recursively for plugin binaries.
+	PluginDir string
+	// PluginTimeouts override the plugin host's per-kind call timeouts.
+	PluginTimeouts map[api.Kind]time.Duration
+	// CredentialsDir holds credential files handed to ObjectStore plugins;
+	// empty means a directory under the system temp dir.
+	CredentialsDir string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// LogFormat is text or json.
@@ -50,6 +61,7 @@ func DefaultOptions() Options {
 		ClientQPS:                    -1,
 		ClientBurst:                  200,
 		ListWorkers:                  8,
+		PluginDir:                    "/plugins",
 		LogLevel:                     "info",
 		LogFormat:                    "text",
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
 	"github.com/lifeboat-io/lifeboat/internal/controller"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 )
 
@@ -75,19 +76,29 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 
+	plugins, err := startPlugins(ctx, opts, log.With("component", "plugins"))
+	if err != nil {
+		return err
+	}
+	defer plugins.Close()
+
 	engine, err := backup.NewEngine(cfg, opts.ListWorkers, log.With("component", "backup"))
 	if err != nil {
 		return err
 	}
+	engine.Plugins = plugins
 	restoreEngine, err := restore.NewEngine(cfg, log.With("component", "restore"))
 	if err != nil {
 		return err
 	}
+	restoreEngine.Plugins = plugins
 	resolver := &locations.Resolver{
-		Client:       mgr.GetClient(),
-		SecretReader: mgr.GetAPIReader(),
-		Namespace:    opts.Namespace,
-		DefaultName:  opts.DefaultBackupStorageLocation,
+		Client:         mgr.GetClient(),
+		SecretReader:   mgr.GetAPIReader(),
+		Namespace:      opts.Namespace,
+		DefaultName:    opts.DefaultBackupStorageLocation,
+		Plugins:        plugins,
+		CredentialsDir: opts.CredentialsDir,
 	}
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controller.BackupReconciler{
@@ -107,7 +118,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			DefaultFrequency: opts.StoreValidationFrequency, Log: log.With("controller", "backupstoragelocation"),
 		},
 		&controller.ScheduleReconciler{Client: mgr.GetClient(), Log: log.With("controller", "schedule")},
-		&controller.ServerStatusReconciler{Client: mgr.GetClient(), Version: buildinfo.Version, TTL: time.Minute},
+		&controller.ServerStatusReconciler{Client: mgr.GetClient(), Version: buildinfo.Version, Plugins: pluginInfos(plugins), TTL: time.Minute},
 		&controller.DownloadRequestReconciler{
 			Client: mgr.GetClient(), Locations: resolver, URLTTL: 10 * time.Minute,
 			Log: log.With("controller", "downloadrequest"),
@@ -142,3 +153,28 @@ func NewLogger(w *os.File, level, format string) (*slog.Logger, error) {
 }
 
 func durationPtr(d time.Duration) *time.Duration { return &d }
+
+// startPlugins finds the plugins of the plugin dir and lists them in the
+// log. A plugin that cannot be listed stops the server: running without it
+// could silently skip what it does.
+func startPlugins(ctx context.Context, opts Options, log *slog.Logger) (*pluginhost.Host, error) {
+	h := pluginhost.New(pluginhost.Options{Dir: opts.PluginDir, Timeouts: opts.PluginTimeouts, LogLevel: opts.LogLevel, Log: log})
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := h.Discover(dctx); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("loading plugins from %s: %w", opts.PluginDir, err)
+	}
+	for _, e := range h.List() {
+		log.Info("plugin", "kind", e.Kind, "name", e.Name, "binary", e.Binary)
+	}
+	return h, nil
+}
+
+func pluginInfos(h *pluginhost.Host) []v1.PluginInfo {
+	var out []v1.PluginInfo
+	for _, e := range h.List() {
+		out = append(out, v1.PluginInfo{Name: e.Name, Kind: string(e.Kind), Binary: e.Binary})
+	}
+	return out
+}

@@ -42,6 +42,7 @@ type Env struct {
 	StoreRoot string
 	S3        *s3server.Server
 
+	opts       Options
 	cluster    *localcluster.Cluster
 	stopServer context.CancelFunc
 	serverDone chan error
@@ -55,11 +56,13 @@ type Options struct {
 	WithS3 bool
 	// WithoutServer leaves the Lifeboat server out (tests that run it themselves).
 	WithoutServer bool
+	// PluginDir is the server's plugin dir; empty means none.
+	PluginDir string
 }
 
 // Start starts everything; call Stop when done (TestMain).
 func Start(opts Options) (*Env, error) {
-	e := &Env{Namespace: "velero"}
+	e := &Env{Namespace: "velero", opts: opts}
 	var err error
 	if e.tmp, err = os.MkdirTemp("", "lifeboat-e2e-"); err != nil {
 		return nil, err
@@ -115,6 +118,10 @@ func (e *Env) StartServer() error {
 	opts.HealthAddress = "0"
 	opts.StoreValidationFrequency = 5 * time.Second
 	opts.LogLevel = "warn"
+	opts.PluginDir = e.opts.PluginDir
+	if opts.PluginDir == "" {
+		opts.PluginDir = filepath.Join(e.tmp, "no-plugins")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stopServer = cancel
 	e.serverDone = make(chan error, 1)
