@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"sort"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/itemops"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
@@ -28,7 +30,7 @@ type Plugins interface {
 type itemAction struct {
 	name      string
 	appliesTo *selection.AppliesTo
-	execute   func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, error)
+	execute   func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error)
 }
 
 // maxAdditionalDepth bounds chains of additional items (an item naming an
@@ -62,10 +64,7 @@ func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, er
 			return nil, fmt.Errorf("backup item action %s: %w", name, err)
 		}
 		seen[name] = true
-		out = append(out, itemAction{name: name, appliesTo: at, execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, error) {
-			updated, extra, opID, _, err := a.Execute(item, b)
-			return updated, extra, opID, err
-		}})
+		out = append(out, itemAction{name: name, appliesTo: at, execute: a.Execute})
 	}
 	v1names := p.Names(api.KindBackupItemAction)
 	sort.Strings(v1names)
@@ -85,9 +84,9 @@ func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, er
 		if err != nil {
 			return nil, fmt.Errorf("backup item action %s: %w", name, err)
 		}
-		out = append(out, itemAction{name: name, appliesTo: at, execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, error) {
+		out = append(out, itemAction{name: name, appliesTo: at, execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
 			updated, extra, err := a.Execute(item, b)
-			return updated, extra, "", err
+			return updated, extra, "", nil, err
 		}})
 	}
 	return out, nil
@@ -132,7 +131,7 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 			if !a.appliesTo.Matches(gr, it.Namespace, obj.GetLabels()) {
 				continue
 			}
-			updated, extra, opID, err := a.execute(obj, r.b)
+			updated, extra, opID, post, err := a.execute(obj, r.b)
 			if err != nil {
 				// The item is left out rather than stored unprocessed: a
 				// restore would otherwise bring back something the action
@@ -143,8 +142,7 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 				return nil
 			}
 			if opID != "" {
-				r.results.Warning(it.Namespace, fmt.Sprintf("backup item action %s started asynchronous operation %q for %s %s; Lifeboat does not track asynchronous operations yet, so the backup does not wait for it",
-					a.name, opID, gr, qualified(it.Namespace, it.Name)))
+				r.recordOperation(a.name, api.ResourceIdentifier{GroupResource: gr, Namespace: it.Namespace, Name: it.Name}, opID, post)
 			}
 			if u, ok := updated.(*unstructured.Unstructured); ok && u != nil {
 				obj = u
@@ -211,4 +209,18 @@ func qualified(ns, name string) string {
 		return name
 	}
 	return ns + "/" + name
+}
+
+// recordOperation notes an asynchronous operation an action started; the
+// backup then waits for it (phase WaitingForPluginOperations).
+func (r *run) recordOperation(action string, item api.ResourceIdentifier, opID string, post []api.ResourceIdentifier) {
+	now := metav1.Now()
+	r.operations = append(r.operations, itemops.BackupOperation{
+		Spec: itemops.BackupOperationSpec{
+			BackupName: r.b.Name, BackupUID: string(r.b.UID), BackupItemAction: action,
+			ResourceIdentifier: item, OperationID: opID, PostOperationItems: post,
+		},
+		Status: itemops.Status{Phase: itemops.PhaseNew, Created: &now},
+	})
+	r.log.Info("asynchronous operation started", "action", action, "item", item.String(), "operationID", opID)
 }

@@ -23,6 +23,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/itemops"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
@@ -67,7 +68,10 @@ type ProgressFunc func(v1.BackupProgress)
 
 // Outcome is how a backup ended: the status fields the caller records.
 type Outcome struct {
-	Phase         v1.BackupPhase
+	Phase v1.BackupPhase
+	// Operations counts the asynchronous operations started; the backup
+	// is WaitingForPluginOperations until they end.
+	Operations    int
 	FailureReason string
 	Warnings      int
 	Errors        int
@@ -112,7 +116,9 @@ type run struct {
 	typeActions map[schema.GroupResource][]itemAction
 	// stored remembers what was written when item actions can add items,
 	// so that every item is stored once.
-	stored     map[string]bool
+	stored map[string]bool
+	// operations are the asynchronous operations item actions started.
+	operations []itemops.BackupOperation
 	backedUp   int
 	lastReport time.Time
 }
@@ -144,11 +150,16 @@ func (r *run) execute(ctx context.Context) Outcome {
 	switch {
 	case err != nil:
 		out.Phase, out.FailureReason = v1.BackupPhaseFailed, err.Error()
+	case len(r.operations) > 0 && out.Errors > 0:
+		out.Phase = v1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
+	case len(r.operations) > 0:
+		out.Phase = v1.BackupPhaseWaitingForPluginOperations
 	case out.Errors > 0:
 		out.Phase = v1.BackupPhasePartiallyFailed
 	default:
 		out.Phase = v1.BackupPhaseCompleted
 	}
+	out.Operations = len(r.operations)
 	r.log.Info("backup finished", "phase", out.Phase, "items", r.backedUp, "warnings", out.Warnings,
 		"errors", out.Errors, "duration", time.Since(start).Round(time.Millisecond).String())
 
@@ -298,7 +309,13 @@ func (r *run) finish(ctx context.Context, out Outcome, res results.Results) erro
 	}{
 		{"resource list", func() error { return r.store.PutResourceList(ctx, name, r.resourceList) }},
 		{"results", func() error { return r.store.PutBackupResults(ctx, name, res) }},
-		{"item operations", func() error { return r.store.PutItemOperations(ctx, name, []any{}) }},
+		{"item operations", func() error {
+			ops := r.operations
+			if ops == nil {
+				ops = []itemops.BackupOperation{}
+			}
+			return r.store.PutItemOperations(ctx, name, ops)
+		}},
 		{"volume snapshots", func() error { return r.store.PutVolumeSnapshots(ctx, name, nil) }},
 		{"pod volume backups", func() error { return r.store.PutPodVolumeBackups(ctx, name, nil) }},
 		{"volume info", func() error { return r.store.PutVolumeInfo(ctx, name, []any{}) }},
@@ -369,6 +386,7 @@ func ApplyOutcome(b *v1.Backup, out Outcome) {
 	b.Status.Errors = out.Errors
 	p := out.Progress
 	b.Status.Progress = &p
+	b.Status.BackupItemOperationsAttempted = out.Operations
 	if !out.Completion.IsZero() {
 		t := metav1.NewTime(out.Completion)
 		b.Status.CompletionTimestamp = &t

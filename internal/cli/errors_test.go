@@ -175,7 +175,7 @@ func TestServerFlags(t *testing.T) {
 	err := runReal(t, "server", "--kubeconfig", kubeconfig, "-n", "backups",
 		"--metrics-address", "0", "--health-address", ":9999", "--default-backup-storage-location", "s3",
 		"--default-backup-ttl", "48h", "--store-validation-frequency", "5m", "--list-workers", "3", "--backup-sync-period", "30s",
-		"--plugin-dir", "/opt/plugins", "--plugin-timeout", "DeleteItemAction=2m",
+		"--plugin-dir", "/opt/plugins", "--plugin-timeout", "DeleteItemAction=2m", "--item-operation-sync-frequency", "3s",
 		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +184,8 @@ func TestServerFlags(t *testing.T) {
 		Namespace: "backups", MetricsAddress: "0", HealthAddress: ":9999", DefaultBackupStorageLocation: "s3",
 		DefaultBackupTTL: 48 * time.Hour, StoreValidationFrequency: 5 * time.Minute, ListWorkers: 3,
 		BackupSyncPeriod: 30 * time.Second, ClientQPS: 25, PluginDir: "/opt/plugins",
-		PluginTimeouts: map[api.Kind]time.Duration{api.KindDeleteItemAction: 2 * time.Minute}, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
+		PluginTimeouts:             map[api.Kind]time.Duration{api.KindDeleteItemAction: 2 * time.Minute},
+		ItemOperationSyncFrequency: 3 * time.Second, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flags:\n got %+v\nwant %+v", got, want)

@@ -69,6 +69,7 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.DurationVar(&opts.StoreValidationFrequency, "store-validation-frequency", opts.StoreValidationFrequency, "how often storage locations are checked when they set no validationFrequency")
 	fl.IntVar(&opts.ListWorkers, "list-workers", opts.ListWorkers, "concurrent LIST calls while a backup collects items")
 	fl.DurationVar(&opts.BackupSyncPeriod, "backup-sync-period", opts.BackupSyncPeriod, "how often backups in storage locations are synced into the cluster when a location sets no backupSyncPeriod (0 disables)")
+	fl.DurationVar(&opts.ItemOperationSyncFrequency, "item-operation-sync-frequency", opts.ItemOperationSyncFrequency, "how often asynchronous plugin operations are polled")
 	fl.StringVar(&opts.PluginDir, "plugin-dir", opts.PluginDir, "directory searched (recursively) for plugin binaries")
 	fl.StringToStringVar(&pluginTimeouts, "plugin-timeout", nil, "per-kind bound on one plugin call, e.g. DeleteItemAction=2m,BackupItemAction=30s (0 for none)")
 	fl.StringVar(&opts.CredentialsDir, "credentials-dir", opts.CredentialsDir, "directory for the credential files handed to ObjectStore plugins (default: under the system temp dir)")

@@ -35,6 +35,9 @@ type Options struct {
 	ClientBurst int
 	// ListWorkers bounds concurrent LIST calls while a backup collects items.
 	ListWorkers int
+	// ItemOperationSyncFrequency is how often asynchronous plugin
+	// operations are polled.
+	ItemOperationSyncFrequency time.Duration
 	// PluginDir is scanned recursively for plugin binaries.
 	PluginDir string
 	// PluginTimeouts override the plugin host's per-kind call timeouts.
@@ -62,6 +65,7 @@ func DefaultOptions() Options {
 		ClientBurst:                  200,
 		ListWorkers:                  8,
 		PluginDir:                    "/plugins",
+		ItemOperationSyncFrequency:   10 * time.Second,
 		LogLevel:                     "info",
 		LogFormat:                    "text",
 	}

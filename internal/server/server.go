@@ -109,6 +109,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: restoreEngine, Locations: resolver,
 			Log: log.With("controller", "restore"),
 		},
+		&controller.BackupOperationsReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver, Plugins: plugins,
+			Frequency: opts.ItemOperationSyncFrequency, Log: log.With("controller", "backupoperations"),
+		},
 		&controller.BackupSyncReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver,
 			DefaultPeriod: opts.BackupSyncPeriod, Log: log.With("controller", "backupsync"),

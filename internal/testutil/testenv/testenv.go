@@ -117,6 +117,7 @@ func (e *Env) StartServer() error {
 	opts.MetricsAddress = "0"
 	opts.HealthAddress = "0"
 	opts.StoreValidationFrequency = 5 * time.Second
+	opts.ItemOperationSyncFrequency = time.Second
 	opts.LogLevel = "warn"
 	opts.PluginDir = e.opts.PluginDir
 	if opts.PluginDir == "" {
@@ -163,15 +164,19 @@ func (e *Env) Stop() {
 // Main is a TestMain body: it starts the environment, runs the tests and
 // stops it, exiting with the tests' code.
 func Main(m *testing.M, opts Options, env **Env) {
+	os.Exit(Run(m, opts, env))
+}
+
+// Run is Main without the exit, for a TestMain with its own cleanup.
+func Run(m *testing.M, opts Options, env **Env) int {
 	e, err := Start(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
-		os.Exit(1)
+		return 1
 	}
 	*env = e
-	code := m.Run()
-	e.Stop()
-	os.Exit(code)
+	defer e.Stop()
+	return m.Run()
 }
 
 // Name returns a unique DNS-1123 name starting with prefix.

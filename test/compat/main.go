@@ -1,0 +1,35 @@
+// Command compat-plugin is a plugin binary built with Velero's own plugin SDK
+// (github.com/vmware-tanzu/velero/pkg/plugin/framework), nothing of
+// Lifeboat's. Lifeboat's end-to-end tests (test/plugins/compat) put it in the
+// server's plugin dir to show that a plugin written for Velero runs under
+// Lifeboat unchanged: it is listed, its ObjectStore serves a
+// BackupStorageLocation, its BackupItemAction changes stored items and its
+// DeleteItemAction is called with the items of a backup.
+//
+// This module must stay separate from Lifeboat's: Velero's generated
+// protobuf packages register the same proto names as Lifeboat's, so the two
+// SDKs never go into one binary.
+package main
+
+import (
+	"github.com/spf13/pflag"
+	"github.com/vmware-tanzu/velero/pkg/plugin/framework"
+)
+
+// The plugin names, as `lifeboat plugin get` lists them.
+const (
+	AnnotateName = "compat.example.io/annotate"
+	RecordName   = "compat.example.io/record-deletes"
+	StoreName    = "compat.example.io/dirstore"
+)
+
+func main() {
+	framework.NewServer().
+		// Velero's own plugins bind the command line this way: the host's
+		// --log-level and --features are read, any other flag is ignored.
+		BindFlags(pflag.CommandLine).
+		RegisterBackupItemAction(AnnotateName, newAnnotate).
+		RegisterDeleteItemAction(RecordName, newRecordDeletes).
+		RegisterObjectStore(StoreName, newDirStore).
+		Serve()
+}

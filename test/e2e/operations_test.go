@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/itemops"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
+)
+
+// A v2 BackupItemAction (a real plugin process) starts asynchronous
+// operations: the backup waits for them, records their progress in the
+// item operations file, and ends Completed or PartiallyFailed with them.
+func TestBackupWaitsForAsynchronousOperations(t *testing.T) {
+	bsl, _ := env.FilesystemLocation(t, env.Name("fs"))
+	store := openStore(t, bsl)
+	for _, outcome := range []string{"ok", "fail"} {
+		t.Run(outcome, func(t *testing.T) {
+			ns := env.NewNamespace(t, "async")
+			env.Create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow", Labels: map[string]string{"async": outcome}}})
+			env.Create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"}})
+
+			b := &v1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: env.Name("async")},
+				Spec: v1.BackupSpec{IncludedNamespaces: []string{ns}, StorageLocation: bsl.Name}}
+			env.Create(t, b)
+			sawWaiting := false
+			var got v1.Backup
+			deadline := time.Now().Add(time.Minute)
+			for time.Now().Before(deadline) {
+				if err := env.Client.Get(testenv.Ctx(t), clientKey(b.Name), &got); err != nil {
+					t.Fatal(err)
+				}
+				if got.Status.Phase == v1.BackupPhaseWaitingForPluginOperations {
+					sawWaiting = true
+				}
+				if got.Status.Phase.IsTerminal() {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			want := v1.BackupPhaseCompleted
+			if outcome == "fail" {
+				want = v1.BackupPhasePartiallyFailed
+			}
+			if got.Status.Phase != want || !sawWaiting {
+				t.Fatalf("phase %s (saw waiting: %v), want %s through WaitingForPluginOperations", got.Status.Phase, sawWaiting, want)
+			}
+			if got.Status.BackupItemOperationsAttempted != 1 {
+				t.Errorf("operations attempted %d", got.Status.BackupItemOperationsAttempted)
+			}
+			var ops []itemops.BackupOperation
+			if err := store.GetGzipJSON(testenv.Ctx(t), store.BackupKey(b.Name, storage.BackupItemOperationsFile(b.Name)), &ops); err != nil {
+				t.Fatal(err)
+			}
+			if len(ops) != 1 || ops[0].Spec.BackupItemAction != "e2e.lifeboat.io/async" || ops[0].Spec.ResourceIdentifier.Name != "slow" || ops[0].Spec.OperationID == "" {
+				t.Fatalf("item operations %+v", ops)
+			}
+			if outcome == "fail" {
+				if ops[0].Status.Phase != itemops.PhaseFailed || !strings.Contains(ops[0].Status.Error, "failed on purpose") {
+					t.Errorf("operation status %+v", ops[0].Status)
+				}
+			} else if ops[0].Status.Phase != itemops.PhaseCompleted || ops[0].Status.NCompleted != 2 {
+				t.Errorf("operation status %+v", ops[0].Status)
+			}
+			// The stored metadata follows the cluster's final word.
+			meta, err := store.GetBackupMetadata(testenv.Ctx(t), b.Name)
+			if err != nil || !strings.Contains(string(meta), `"phase":"`+string(want)+`"`) {
+				t.Errorf("velero-backup.json does not say %s: %v", want, err)
+			}
+		})
+	}
+}
