@@ -42,6 +42,9 @@ type Resolver struct {
 // ObjectStorePlugins finds ObjectStore plugins by name.
 type ObjectStorePlugins interface {
 	ObjectStore(name string) (api.ObjectStore, error)
+	// IsExternal reports whether a plugin binary serves kind and name; it
+	// then wins over a built-in store of the same name.
+	IsExternal(kind api.Kind, name string) bool
 }
 
 // NotFoundError says that a named location does not exist.
@@ -117,7 +120,8 @@ func (r *Resolver) Open(ctx context.Context, bsl *v1.BackupStorageLocation) (*st
 		store storage.ObjectStore
 		err   error
 	)
-	if provider.IsBuiltIn(bsl.Spec.Provider) {
+	external := r.Plugins != nil && r.Plugins.IsExternal(api.KindObjectStore, bsl.Spec.Provider)
+	if provider.IsBuiltIn(bsl.Spec.Provider) && !external {
 		store, err = provider.Open(ctx, bsl.Spec.Provider, config, creds)
 	} else {
 		store, err = r.openPlugin(bsl, config, creds)

@@ -71,7 +71,7 @@ func (h *Host) RegisterBuiltIn(kind api.Kind, name string, newPlugin func() (any
 	if err := api.ValidateName(name); err != nil {
 		return err
 	}
-	if err := h.registry.add(Entry{Kind: kind, Name: name, Binary: BuiltIn}); err != nil {
+	if _, err := h.registry.add(Entry{Kind: kind, Name: name, Binary: BuiltIn}); err != nil {
 		return err
 	}
 	h.builtins[key{kind, name}] = newPlugin
@@ -99,8 +99,12 @@ func (h *Host) Discover(ctx context.Context) error {
 			if err := api.ValidateName(id.Name); err != nil {
 				return fmt.Errorf("plugin binary %s: %w", bin, err)
 			}
-			if err := h.registry.add(Entry{Kind: api.Kind(id.Kind), Name: id.Name, Binary: bin}); err != nil {
+			replaced, err := h.registry.add(Entry{Kind: api.Kind(id.Kind), Name: id.Name, Binary: bin})
+			if err != nil {
 				return err
+			}
+			if replaced != nil {
+				h.log.Warn("a plugin binary replaces a built-in plugin", "kind", id.Kind, "name", id.Name, "binary", bin)
 			}
 		}
 	}
@@ -141,6 +145,13 @@ func (h *Host) Names(kind api.Kind) []string {
 func (h *Host) Has(kind api.Kind, name string) bool {
 	_, ok := h.registry.get(kind, name)
 	return ok
+}
+
+// IsExternal reports whether kind and name are served by a plugin binary
+// (rather than built in, or not at all).
+func (h *Host) IsExternal(kind api.Kind, name string) bool {
+	e, ok := h.registry.get(kind, name)
+	return ok && e.Binary != BuiltIn
 }
 
 // Close stops every plugin process.

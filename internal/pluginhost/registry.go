@@ -35,14 +35,19 @@ type registry struct {
 func newRegistry() *registry { return &registry{entries: map[key]Entry{}} }
 
 // add registers e; a second plugin of the same kind and name is an error
-// naming both binaries, since the server could not know which to run.
-func (r *registry) add(e Entry) error {
+// naming both binaries, since the server could not know which to run. The
+// one exception: a plugin binary may replace a built-in (a user who keeps
+// Velero's AWS plugin gets that plugin), which it reports.
+func (r *registry) add(e Entry) (replaced *Entry, err error) {
 	k := key{e.Kind, e.Name}
 	if prev, ok := r.entries[k]; ok {
-		return fmt.Errorf("%s plugin %q is provided twice: by %s and by %s; remove one of them from the plugin directory", e.Kind, e.Name, prev.Binary, e.Binary)
+		if prev.Binary != BuiltIn || e.Binary == BuiltIn {
+			return nil, fmt.Errorf("%s plugin %q is provided twice: by %s and by %s; remove one of them from the plugin directory", e.Kind, e.Name, prev.Binary, e.Binary)
+		}
+		replaced = &prev
 	}
 	r.entries[k] = e
-	return nil
+	return replaced, nil
 }
 
 // get finds a plugin by kind and name; a name without "/" also finds the

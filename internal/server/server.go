@@ -29,6 +29,8 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/controller"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
+	"github.com/lifeboat-io/lifeboat/internal/storage/builtinplugin"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 )
 
@@ -163,6 +165,11 @@ func durationPtr(d time.Duration) *time.Duration { return &d }
 // could silently skip what it does.
 func startPlugins(ctx context.Context, opts Options, log *slog.Logger) (*pluginhost.Host, error) {
 	h := pluginhost.New(pluginhost.Options{Dir: opts.PluginDir, Timeouts: opts.PluginTimeouts, LogLevel: opts.LogLevel, Log: log})
+	for _, name := range builtinplugin.Names {
+		if err := h.RegisterBuiltIn(api.KindObjectStore, name, func() (any, error) { return builtinplugin.New(name), nil }); err != nil {
+			return nil, err
+		}
+	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := h.Discover(dctx); err != nil {

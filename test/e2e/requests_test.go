@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,14 @@ func TestDownloadRequestForAMissingBackupSaysWhy(t *testing.T) {
 	}
 	if dr.Status.DownloadURL != "" || !hasCondition(dr.Status.Conditions, "Processed", metav1.ConditionFalse) {
 		t.Errorf("status %+v: want no URL and Processed=False with the reason", dr.Status)
+	}
+}
+
+func TestPluginGetListsBuiltInsAndPluginBinaries(t *testing.T) {
+	out := mustLifeboat(t, "plugin", "get")
+	for _, want := range []string{"ObjectStore", "lifeboat.io/filesystem", "velero.io/aws", "(built-in)", "BackupItemActionV2", "e2e.lifeboat.io/async", "asyncplugin"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plugin get lacks %q:\n%s", want, out)
+		}
 	}
 }
