@@ -23,6 +23,7 @@ type Plugins interface {
 	Names(kind api.Kind) []string
 	BackupItemAction(name string) (api.BackupItemAction, error)
 	BackupItemActionV2(name string) (api.BackupItemActionV2, error)
+	ItemBlockAction(name string) (api.ItemBlockAction, error)
 }
 
 // itemAction is a backup item action with its selector resolved for this
@@ -38,9 +39,9 @@ type itemAction struct {
 // invents new names forever could reach it.
 const maxAdditionalDepth = 16
 
-// loadActions gets every backup item action, v2 first then v1, each in name
-// order (a plugin offered as both is called once, as v2), and resolves
-// what it applies to.
+// loadActions gets every backup item action, v2 first then item block
+// actions then v1, each in name order (a plugin offered as both v1 and v2
+// is called once, as v2), and resolves what it applies to.
 func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, error) {
 	p := r.e.Plugins
 	if p == nil {
@@ -65,6 +66,29 @@ func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, er
 		}
 		seen[name] = true
 		out = append(out, itemAction{name: name, appliesTo: at, execute: a.Execute})
+	}
+	// An ItemBlockAction names items that belong with an item. Velero backs
+	// such a block up together; the single writer here gets the same
+	// effect by storing them right after the item, like additional items.
+	blocks := p.Names(api.KindItemBlockAction)
+	sort.Strings(blocks)
+	for _, name := range blocks {
+		a, err := p.ItemBlockAction(name)
+		if err != nil {
+			return nil, err
+		}
+		sel, err := a.AppliesTo()
+		if err != nil {
+			return nil, fmt.Errorf("item block action %s: AppliesTo: %w", name, err)
+		}
+		at, err := selection.NewAppliesTo(sel, resolver)
+		if err != nil {
+			return nil, fmt.Errorf("item block action %s: %w", name, err)
+		}
+		out = append(out, itemAction{name: name, appliesTo: at, execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
+			related, err := a.GetRelatedItems(item, b)
+			return nil, related, "", nil, err
+		}})
 	}
 	v1names := p.Names(api.KindBackupItemAction)
 	sort.Strings(v1names)

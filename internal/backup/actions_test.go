@@ -23,8 +23,9 @@ import (
 // fakePlugins serves in-process actions; the out-of-process path is
 // covered by the plugin host's and the end-to-end tests.
 type fakePlugins struct {
-	v1 map[string]api.BackupItemAction
-	v2 map[string]api.BackupItemActionV2
+	v1     map[string]api.BackupItemAction
+	v2     map[string]api.BackupItemActionV2
+	blocks map[string]api.ItemBlockAction
 }
 
 func (f fakePlugins) Names(kind api.Kind) []string {
@@ -38,12 +39,19 @@ func (f fakePlugins) Names(kind api.Kind) []string {
 		for n := range f.v2 {
 			out = append(out, n)
 		}
+	case api.KindItemBlockAction:
+		for n := range f.blocks {
+			out = append(out, n)
+		}
 	}
 	return out
 }
 
 func (f fakePlugins) BackupItemAction(name string) (api.BackupItemAction, error) {
 	return f.v1[name], nil
+}
+func (f fakePlugins) ItemBlockAction(name string) (api.ItemBlockAction, error) {
+	return f.blocks[name], nil
 }
 func (f fakePlugins) BackupItemActionV2(name string) (api.BackupItemActionV2, error) {
 	return f.v2[name], nil
@@ -96,6 +104,19 @@ func (labelV2) Progress(string, *v1.Backup) (api.OperationProgress, error) {
 }
 func (labelV2) Cancel(string, *v1.Backup) error { return nil }
 
+// relatedConfig says a secret named "creds-<cm>" belongs with each configmap
+// labelled block=yes.
+type relatedConfig struct{}
+
+func (relatedConfig) Name() string { return "example.io/related" }
+func (relatedConfig) AppliesTo() (api.ResourceSelector, error) {
+	return api.ResourceSelector{IncludedResources: []string{"configmaps"}, LabelSelector: "block=yes"}, nil
+}
+func (relatedConfig) GetRelatedItems(item runtime.Unstructured, _ *v1.Backup) ([]api.ResourceIdentifier, error) {
+	u := item.(*unstructured.Unstructured)
+	return []api.ResourceIdentifier{{GroupResource: schema.GroupResource{Resource: "secrets"}, Namespace: u.GetNamespace(), Name: "block-" + u.GetName()}}, nil
+}
+
 func TestItemActionsChangeItemsAndAddItems(t *testing.T) {
 	f := newFixture(t, 0)
 	cs := kubernetes.NewForConfigOrDie(cfg)
@@ -103,18 +124,22 @@ func TestItemActionsChangeItemsAndAddItems(t *testing.T) {
 	for _, cm := range []*corev1.ConfigMap{
 		{ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{"backup": "yes"}}, Data: map[string]string{"secret": "creds"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "poison", Labels: map[string]string{"backup": "yes"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "blocky", Labels: map[string]string{"backup": "yes", "block": "yes"}}},
 	} {
 		if _, err := cs.CoreV1().ConfigMaps(f.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The secret does not match the label selector: only the action brings it in.
-	if _, err := cs.CoreV1().Secrets(f.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, s := range []string{"creds", "block-blocky"} {
+		if _, err := cs.CoreV1().Secrets(f.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f.engine.Plugins = fakePlugins{
-		v1: map[string]api.BackupItemAction{"example.io/annotate": annotate{}},
-		v2: map[string]api.BackupItemActionV2{"example.io/label": labelV2{}},
+		v1:     map[string]api.BackupItemAction{"example.io/annotate": annotate{}},
+		v2:     map[string]api.BackupItemActionV2{"example.io/label": labelV2{}},
+		blocks: map[string]api.ItemBlockAction{"example.io/related": relatedConfig{}},
 	}
 	b := f.backup("actions")
 	b.Spec.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"backup": "yes"}}
@@ -134,6 +159,9 @@ func TestItemActionsChangeItemsAndAddItems(t *testing.T) {
 	secret := items["resources/secrets/namespaces/"+f.ns+"/creds.json"]
 	if secret == nil || secret.GetLabels()["example.io/seen"] != "true" {
 		t.Errorf("additional secret missing or not passed through the v2 action: %v", secret)
+	}
+	if items["resources/secrets/namespaces/"+f.ns+"/block-blocky.json"] == nil {
+		t.Error("the item block action's related secret was not stored")
 	}
 	if secret != nil && secret.GetKind() != "Secret" {
 		t.Errorf("additional item kind %q", secret.GetKind())
