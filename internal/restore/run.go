@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,7 @@ type run struct {
 	fixups []ownerFixup
 	// namespaces already known to exist in the target cluster.
 	namespaces map[string]bool
+	nsGroup    singleflight.Group
 	// resourceList is "v1/ConfigMap" -> "ns/name(created)", as Velero writes it.
 	resourceList map[string][]string
 	lastReport   time.Time
@@ -384,6 +386,18 @@ func (r *run) existing(ctx context.Context, client dynamic.ResourceInterface, ob
 // ensureNamespace creates a namespace the restore writes into when it does
 // not exist yet (the backup may not hold it, or it was mapped to a new name).
 func (r *run) ensureNamespace(ctx context.Context, ns string) error {
+	r.mu.Lock()
+	known := r.namespaces[ns]
+	r.mu.Unlock()
+	if known {
+		return nil
+	}
+	// Eight workers meet a new namespace at once; one of them checks it.
+	_, err, _ := r.nsGroup.Do(ns, func() (any, error) { return nil, r.createNamespace(ctx, ns) })
+	return err
+}
+
+func (r *run) createNamespace(ctx context.Context, ns string) error {
 	r.mu.Lock()
 	known := r.namespaces[ns]
 	r.mu.Unlock()
