@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
@@ -20,55 +21,20 @@ import (
 func newBackupDescribeCommand(f *Factory) *cobra.Command {
 	var (
 		details bool
-		output  string
 		timeout time.Duration
 	)
-	cmd := &cobra.Command{
-		Use:   "describe NAME...",
-		Short: "Show the details of backups",
-		Long: "Describe prints a backup's spec and status for people to read.\n" +
-			"With --details it also lists every backed-up resource, read from the backup's resource list\n" +
+	cmd := newDescribeCommand(f, backupKind,
+		"Describe prints a backup's spec and status for people to read.\n"+
+			"With --details it also lists every backed-up resource, read from the backup's resource list\n"+
 			"through the server. -o json|yaml prints the Backup objects instead.",
-		Args: cobra.MinimumNArgs(1),
-		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
-			if output == "" {
-				output = formatTable
+		func(ctx context.Context, c client.Client, w io.Writer, b *v1.Backup) error {
+			var list *resourceListResult
+			if details {
+				list = fetchResourceList(ctx, f.downloader(c, timeout), v1.DownloadTargetKindBackupResourceList, b.Name)
 			}
-			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
-				return err
-			}
-			c, err := f.Client()
-			if err != nil {
-				return err
-			}
-			backups, err := getBackups(cmd.Context(), c, f.Namespace, args, "")
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if output != formatTable {
-				if len(backups.Items) == 1 {
-					return printEncoded(out, output, &backups.Items[0])
-				}
-				return printEncoded(out, output, backups)
-			}
-			for i := range backups.Items {
-				if i > 0 {
-					fmt.Fprintln(out)
-				}
-				var list *resourceListResult
-				if details {
-					list = fetchResourceList(cmd.Context(), f.downloader(c, timeout), v1.DownloadTargetKindBackupResourceList, backups.Items[i].Name)
-				}
-				if err := f.describeBackup(out, &backups.Items[i], list); err != nil {
-					return err
-				}
-			}
-			return nil
-		}),
-	}
+			return f.describeBackup(w, b, list)
+		})
 	cmd.Flags().BoolVar(&details, "details", false, "also list the backed-up resources")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "print the Backup objects as json or yaml instead of a description")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the resource list (--details)")
 	return cmd
 }
@@ -106,14 +72,47 @@ func (d *describer) line(format string, args ...any) {
 
 func (d *describer) blank() { fmt.Fprintln(d.tw) }
 
+func newDescriber(w io.Writer) *describer {
+	return &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+}
+
+// objectMeta opens every description, as kubectl describe does.
+func (d *describer) objectMeta(obj metav1.Object) {
+	d.line("Name:\t%s", obj.GetName())
+	d.line("Namespace:\t%s", obj.GetNamespace())
+	d.line("Labels:\t%s", formatMap(obj.GetLabels()))
+	d.line("Annotations:\t%s", formatMap(obj.GetAnnotations()))
+}
+
+func (d *describer) validationErrors(errs []string) {
+	if len(errs) == 0 {
+		return
+	}
+	d.blank()
+	d.line("Validation errors:")
+	for _, e := range errs {
+		d.line("  - %s", e)
+	}
+}
+
+func (f *Factory) describeConditions(d *describer, conditions []metav1.Condition) {
+	if len(conditions) == 0 {
+		return
+	}
+	d.blank()
+	d.line("Conditions:")
+	d.line("  Type\tStatus\tReason\tLast Transition\tMessage")
+	for _, c := range conditions {
+		d.line("  %s\t%s\t%s\t%s\t%s", c.Type, c.Status, valueOr(c.Reason, none),
+			f.formatTime(&c.LastTransitionTime), valueOr(c.Message, none))
+	}
+}
+
 func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListResult) error {
-	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	d := newDescriber(w)
 	spec, status := &b.Spec, &b.Status
 
-	d.line("Name:\t%s", b.Name)
-	d.line("Namespace:\t%s", b.Namespace)
-	d.line("Labels:\t%s", formatMap(b.Labels))
-	d.line("Annotations:\t%s", formatMap(b.Annotations))
+	d.objectMeta(b)
 	d.blank()
 
 	phase := displayPhase(b)
@@ -126,13 +125,7 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 	if status.FailureReason != "" {
 		d.line("Failure reason:\t%s", status.FailureReason)
 	}
-	if len(status.ValidationErrors) > 0 {
-		d.blank()
-		d.line("Validation errors:")
-		for _, e := range status.ValidationErrors {
-			d.line("  - %s", e)
-		}
-	}
+	d.validationErrors(status.ValidationErrors)
 	d.blank()
 	d.line("Errors:\t%d", status.Errors)
 	d.line("Warnings:\t%d", status.Warnings)
@@ -142,17 +135,7 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 	d.line("  Included:\t%s", listOr(spec.IncludedNamespaces, "*"))
 	d.line("  Excluded:\t%s", listOr(spec.ExcludedNamespaces, none))
 	d.blank()
-	d.line("Resources:")
-	if usesScopedResourceFilters(spec) {
-		d.line("  Included cluster-scoped:\t%s", listOr(spec.IncludedClusterScopedResources, none))
-		d.line("  Excluded cluster-scoped:\t%s", listOr(spec.ExcludedClusterScopedResources, none))
-		d.line("  Included namespace-scoped:\t%s", listOr(spec.IncludedNamespaceScopedResources, "*"))
-		d.line("  Excluded namespace-scoped:\t%s", listOr(spec.ExcludedNamespaceScopedResources, none))
-	} else {
-		d.line("  Included:\t%s", listOr(spec.IncludedResources, "*"))
-		d.line("  Excluded:\t%s", listOr(spec.ExcludedResources, none))
-		d.line("  Cluster-scoped:\t%s", boolPtrString(spec.IncludeClusterResources, "included", "excluded", "auto"))
-	}
+	describeResourceFilters(d, "", spec)
 	d.blank()
 	d.line("Label selector:\t%s", selectorString(spec.LabelSelector))
 	d.line("Or label selector:\t%s", orSelectorString(spec.OrLabelSelectors))
@@ -179,15 +162,7 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 			d.line("Items backed up:\t%d", p.ItemsBackedUp)
 		}
 	}
-	if len(status.Conditions) > 0 {
-		d.blank()
-		d.line("Conditions:")
-		d.line("  Type\tStatus\tReason\tLast Transition\tMessage")
-		for _, c := range status.Conditions {
-			d.line("  %s\t%s\t%s\t%s\t%s", c.Type, c.Status, valueOr(c.Reason, none),
-				f.formatTime(&c.LastTransitionTime), valueOr(c.Message, none))
-		}
-	}
+	f.describeConditions(d, status.Conditions)
 	if list != nil {
 		d.blank()
 		describeResourceList(d, list)
@@ -217,6 +192,22 @@ func describeResourceList(d *describer, list *resourceListResult) {
 	}
 }
 
+// describeResourceFilters is shared with a schedule's backup template,
+// which nests it under indent.
+func describeResourceFilters(d *describer, indent string, spec *v1.BackupSpec) {
+	d.line("%sResources:", indent)
+	if usesScopedResourceFilters(spec) {
+		d.line("%s  Included cluster-scoped:\t%s", indent, listOr(spec.IncludedClusterScopedResources, none))
+		d.line("%s  Excluded cluster-scoped:\t%s", indent, listOr(spec.ExcludedClusterScopedResources, none))
+		d.line("%s  Included namespace-scoped:\t%s", indent, listOr(spec.IncludedNamespaceScopedResources, "*"))
+		d.line("%s  Excluded namespace-scoped:\t%s", indent, listOr(spec.ExcludedNamespaceScopedResources, none))
+	} else {
+		d.line("%s  Included:\t%s", indent, listOr(spec.IncludedResources, "*"))
+		d.line("%s  Excluded:\t%s", indent, listOr(spec.ExcludedResources, none))
+		d.line("%s  Cluster-scoped:\t%s", indent, boolPtrString(spec.IncludeClusterResources, "included", "excluded", "auto"))
+	}
+}
+
 // usesScopedResourceFilters reports whether the spec uses the newer
 // cluster-/namespace-scoped filters, which replace the older ones.
 func usesScopedResourceFilters(spec *v1.BackupSpec) bool {
@@ -224,13 +215,17 @@ func usesScopedResourceFilters(spec *v1.BackupSpec) bool {
 		len(spec.IncludedNamespaceScopedResources)+len(spec.ExcludedNamespaceScopedResources) > 0
 }
 
-func formatMap(m map[string]string) string {
+func formatMap(m map[string]string) string { return joinPairs(m, "=") }
+
+// joinPairs prints m sorted by key, so output does not change from run to
+// run.
+func joinPairs(m map[string]string, sep string) string {
 	if len(m) == 0 {
 		return none
 	}
 	parts := make([]string, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+"="+m[k])
+		parts = append(parts, k+sep+m[k])
 	}
 	return strings.Join(parts, ",")
 }

@@ -28,7 +28,7 @@ func newBackupLogsCommand(f *Factory) *cobra.Command {
 			}
 			// Checked first so a typo reads "backup not found" instead of a
 			// download request that is never answered.
-			if _, err := getBackup(cmd.Context(), c, f.Namespace, name); err != nil {
+			if _, err := backupKind.get(cmd.Context(), c, f.Namespace, name); err != nil {
 				return err
 			}
 			err = copyGzipped(cmd.Context(), f.downloader(c, timeout), v1.DownloadTargetKindBackupLog, name,
@@ -72,7 +72,7 @@ func newBackupDownloadCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := getBackup(cmd.Context(), c, f.Namespace, name); err != nil {
+			if _, err := backupKind.get(cmd.Context(), c, f.Namespace, name); err != nil {
 				return err
 			}
 			rc, err := f.downloader(c, timeout).open(cmd.Context(), v1.DownloadTargetKindBackupContents, name)

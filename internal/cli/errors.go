@@ -95,11 +95,3 @@ type notFoundError struct {
 func (e *notFoundError) Error() string {
 	return fmt.Sprintf("%s %q not found in namespace %q", e.kind, e.name, e.namespace)
 }
-
-func backupNotFound(name, namespace string) error {
-	return &notFoundError{kind: "backup", name: name, namespace: namespace}
-}
-
-func restoreNotFound(name, namespace string) error {
-	return &notFoundError{kind: "restore", name: name, namespace: namespace}
-}

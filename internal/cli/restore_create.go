@@ -230,7 +230,7 @@ func (o *restoreCreateOptions) run(ctx context.Context, f *Factory, out io.Write
 // a backup that cannot be restored yet, a schedule with nothing to restore.
 func checkRestoreSource(ctx context.Context, c client.Client, rs *v1.Restore) error {
 	if name := rs.Spec.BackupName; name != "" {
-		b, err := getBackup(ctx, c, rs.Namespace, name)
+		b, err := backupKind.get(ctx, c, rs.Namespace, name)
 		var nf *notFoundError
 		if errors.As(err, &nf) {
 			return fmt.Errorf("%w; `lifeboat backup get` lists the backups there", err)

@@ -7,11 +7,10 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/results"
@@ -20,62 +19,26 @@ import (
 func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 	var (
 		details bool
-		output  string
 		timeout time.Duration
 	)
-	cmd := &cobra.Command{
-		Use:   "describe NAME...",
-		Short: "Show the details of restores",
-		Long: "Describe prints a restore's spec and status for people to read.\n" +
-			"With --details it also prints the restore's warnings and errors and every restored resource,\n" +
-			"read from the restore's results and resource list through the server.\n" +
+	cmd := newDescribeCommand(f, restoreKind,
+		"Describe prints a restore's spec and status for people to read.\n"+
+			"With --details it also prints the restore's warnings and errors and every restored resource,\n"+
+			"read from the restore's results and resource list through the server.\n"+
 			"-o json|yaml prints the Restore objects instead.",
-		Args: cobra.MinimumNArgs(1),
-		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
-			if output == "" {
-				output = formatTable
+		func(ctx context.Context, c client.Client, w io.Writer, rs *v1.Restore) error {
+			var (
+				res  *restoreResults
+				list *resourceListResult
+			)
+			if details {
+				d := f.downloader(c, timeout)
+				res = fetchRestoreResults(ctx, d, rs)
+				list = fetchResourceList(ctx, d, v1.DownloadTargetKindRestoreResourceList, rs.Name)
 			}
-			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
-				return err
-			}
-			c, err := f.Client()
-			if err != nil {
-				return err
-			}
-			restores, err := getRestores(cmd.Context(), c, f.Namespace, args, "")
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if output != formatTable {
-				if len(restores.Items) == 1 {
-					return printEncoded(out, output, &restores.Items[0])
-				}
-				return printEncoded(out, output, restores)
-			}
-			for i := range restores.Items {
-				rs := &restores.Items[i]
-				if i > 0 {
-					fmt.Fprintln(out)
-				}
-				var (
-					res  *restoreResults
-					list *resourceListResult
-				)
-				if details {
-					d := f.downloader(c, timeout)
-					res = fetchRestoreResults(cmd.Context(), d, rs)
-					list = fetchResourceList(cmd.Context(), d, v1.DownloadTargetKindRestoreResourceList, rs.Name)
-				}
-				if err := f.describeRestore(out, rs, res, list); err != nil {
-					return err
-				}
-			}
-			return nil
-		}),
-	}
+			return f.describeRestore(w, rs, res, list)
+		})
 	cmd.Flags().BoolVar(&details, "details", false, "also print the warnings, errors and restored resources")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "print the Restore objects as json or yaml instead of a description")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the results and resource list (--details)")
 	return cmd
 }
@@ -101,13 +64,10 @@ func fetchRestoreResults(ctx context.Context, d *downloader, rs *v1.Restore) *re
 }
 
 func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResults, list *resourceListResult) error {
-	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	d := newDescriber(w)
 	spec, status := &rs.Spec, &rs.Status
 
-	d.line("Name:\t%s", rs.Name)
-	d.line("Namespace:\t%s", rs.Namespace)
-	d.line("Labels:\t%s", formatMap(rs.Labels))
-	d.line("Annotations:\t%s", formatMap(rs.Annotations))
+	d.objectMeta(rs)
 	d.blank()
 
 	phase := restorePhaseOf(rs)
@@ -129,13 +89,7 @@ func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResul
 			d.line("Items restored:\t%d", p.ItemsRestored)
 		}
 	}
-	if len(status.ValidationErrors) > 0 {
-		d.blank()
-		d.line("Validation errors:")
-		for _, e := range status.ValidationErrors {
-			d.line("  - %s", e)
-		}
-	}
+	d.validationErrors(status.ValidationErrors)
 	d.blank()
 	d.line("Started:\t%s", f.formatTime(status.StartTimestamp))
 	d.line("Completed:\t%s", f.formatTime(status.CompletionTimestamp))
@@ -166,15 +120,7 @@ func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResul
 	d.line("Existing resource policy:\t%s", valueOr(string(spec.ExistingResourcePolicy), none))
 	d.line("Preserve Service NodePorts:\t%s", boolPtrString(spec.PreserveNodePorts, "true", "false", "auto"))
 
-	if len(status.Conditions) > 0 {
-		d.blank()
-		d.line("Conditions:")
-		d.line("  Type\tStatus\tReason\tLast Transition\tMessage")
-		for _, c := range status.Conditions {
-			d.line("  %s\t%s\t%s\t%s\t%s", c.Type, c.Status, valueOr(c.Reason, none),
-				f.formatTime(&c.LastTransitionTime), valueOr(c.Message, none))
-		}
-	}
+	f.describeConditions(d, status.Conditions)
 	if list != nil {
 		d.blank()
 		describeResourceList(d, list)
@@ -234,13 +180,4 @@ func describeResult(d *describer, title string, count int, r *results.Result) {
 
 // formatMappings prints namespace mappings in the --namespace-mappings
 // syntax, so they can be copied into another restore.
-func formatMappings(m map[string]string) string {
-	if len(m) == 0 {
-		return none
-	}
-	parts := make([]string, 0, len(m))
-	for _, src := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, src+":"+m[src])
-	}
-	return strings.Join(parts, ",")
-}
+func formatMappings(m map[string]string) string { return joinPairs(m, ":") }

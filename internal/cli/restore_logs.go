@@ -24,7 +24,7 @@ func newRestoreLogsCommand(f *Factory) *cobra.Command {
 			}
 			// Checked first so a typo reads "restore not found" instead of a
 			// download request that is never answered.
-			rs, err := getRestore(cmd.Context(), c, f.Namespace, name)
+			rs, err := restoreKind.get(cmd.Context(), c, f.Namespace, name)
 			if err != nil {
 				return err
 			}

@@ -30,7 +30,7 @@ func newScheduleCommand(f *Factory) *cobra.Command {
 	}
 	cmd.AddCommand(
 		newScheduleCreateCommand(f),
-		newScheduleGetCommand(f),
+		newGetCommand(f, scheduleKind),
 		newScheduleDescribeCommand(f),
 		newSchedulePauseCommand(f, true),
 		newSchedulePauseCommand(f, false),

@@ -1,80 +1,35 @@
 package cli
 
 import (
-	"fmt"
+	"context"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/controller"
 )
 
 func newScheduleDescribeCommand(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "describe NAME...",
-		Short: "Show the details of schedules",
-		Long: "Describe prints a schedule's cron expression, backup template and last runs for people\n" +
+	return newDescribeCommand(f, scheduleKind,
+		"Describe prints a schedule's cron expression, backup template and last runs for people\n"+
 			"to read. -o json|yaml prints the Schedule objects instead.",
-		Args: cobra.MinimumNArgs(1),
-		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
-			if output == "" {
-				output = formatTable
-			}
-			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
-				return err
-			}
-			c, err := f.Client()
-			if err != nil {
-				return err
-			}
-			schedules, err := getSchedules(cmd.Context(), c, f.Namespace, args, "")
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if output != formatTable {
-				if len(schedules.Items) == 1 {
-					return printEncoded(out, output, &schedules.Items[0])
-				}
-				return printEncoded(out, output, schedules)
-			}
-			for i := range schedules.Items {
-				if i > 0 {
-					fmt.Fprintln(out)
-				}
-				if err := f.describeSchedule(out, &schedules.Items[i]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}),
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "print the Schedule objects as json or yaml instead of a description")
-	return cmd
+		func(_ context.Context, _ client.Client, w io.Writer, s *v1.Schedule) error {
+			return f.describeSchedule(w, s)
+		})
 }
 
 func (f *Factory) describeSchedule(w io.Writer, s *v1.Schedule) error {
-	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	d := newDescriber(w)
 	spec, status := &s.Spec, &s.Status
 
-	d.line("Name:\t%s", s.Name)
-	d.line("Namespace:\t%s", s.Namespace)
-	d.line("Labels:\t%s", formatMap(s.Labels))
-	d.line("Annotations:\t%s", formatMap(s.Annotations))
+	d.objectMeta(s)
 	d.blank()
 	d.line("Phase:\t%s", schedulePhase(s))
-	if len(status.ValidationErrors) > 0 {
-		d.blank()
-		d.line("Validation errors:")
-		for _, e := range status.ValidationErrors {
-			d.line("  - %s", e)
-		}
-	}
+	d.validationErrors(status.ValidationErrors)
 	d.blank()
 	d.line("Paused:\t%t", spec.Paused)
 	d.line("Schedule:\t%s", spec.Schedule)
@@ -93,15 +48,7 @@ func (f *Factory) describeSchedule(w io.Writer, s *v1.Schedule) error {
 	}
 	d.line("Next Backup:\t%s", f.nextBackup(s))
 
-	if len(status.Conditions) > 0 {
-		d.blank()
-		d.line("Conditions:")
-		d.line("  Type\tStatus\tReason\tLast Transition\tMessage")
-		for _, c := range status.Conditions {
-			d.line("  %s\t%s\t%s\t%s\t%s", c.Type, c.Status, valueOr(c.Reason, none),
-				f.formatTime(&c.LastTransitionTime), valueOr(c.Message, none))
-		}
-	}
+	f.describeConditions(d, status.Conditions)
 	return d.tw.Flush()
 }
 
@@ -112,17 +59,7 @@ func describeBackupTemplate(d *describer, spec *v1.BackupSpec) {
 	d.line("  Namespaces:")
 	d.line("    Included:\t%s", listOr(spec.IncludedNamespaces, "*"))
 	d.line("    Excluded:\t%s", listOr(spec.ExcludedNamespaces, none))
-	d.line("  Resources:")
-	if usesScopedResourceFilters(spec) {
-		d.line("    Included cluster-scoped:\t%s", listOr(spec.IncludedClusterScopedResources, none))
-		d.line("    Excluded cluster-scoped:\t%s", listOr(spec.ExcludedClusterScopedResources, none))
-		d.line("    Included namespace-scoped:\t%s", listOr(spec.IncludedNamespaceScopedResources, "*"))
-		d.line("    Excluded namespace-scoped:\t%s", listOr(spec.ExcludedNamespaceScopedResources, none))
-	} else {
-		d.line("    Included:\t%s", listOr(spec.IncludedResources, "*"))
-		d.line("    Excluded:\t%s", listOr(spec.ExcludedResources, none))
-		d.line("    Cluster-scoped:\t%s", boolPtrString(spec.IncludeClusterResources, "included", "excluded", "auto"))
-	}
+	describeResourceFilters(d, "  ", spec)
 	d.line("  Label selector:\t%s", selectorString(spec.LabelSelector))
 	d.line("  Or label selector:\t%s", orSelectorString(spec.OrLabelSelectors))
 	d.line("  Storage Location:\t%s", valueOr(spec.StorageLocation, "<default>"))

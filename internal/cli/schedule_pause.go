@@ -53,7 +53,7 @@ func newSchedulePauseCommand(f *Factory, pause bool) *cobra.Command {
 				schedules = &v1.ScheduleList{}
 				var errs []error
 				for _, name := range args {
-					s, err := getSchedule(cmd.Context(), c, f.Namespace, name)
+					s, err := scheduleKind.get(cmd.Context(), c, f.Namespace, name)
 					if err != nil {
 						errs = append(errs, err)
 						continue
@@ -63,7 +63,7 @@ func newSchedulePauseCommand(f *Factory, pause bool) *cobra.Command {
 				err := setPaused(cmd.Context(), c, cmd.OutOrStdout(), schedules.Items, pause, skipImmediately.value, done)
 				return errors.Join(append(errs, err)...)
 			}
-			if schedules, err = getSchedules(cmd.Context(), c, f.Namespace, nil, selector); err != nil {
+			if schedules, err = scheduleKind.list(cmd.Context(), c, f.Namespace, nil, selector); err != nil {
 				return err
 			}
 			if len(schedules.Items) == 0 {

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// objectPtr lets generic code allocate a T and still hand it to the client.
+type objectPtr[T any] interface {
+	*T
+	client.Object
+}
+
+// kindSpec is what `get` and `describe` need to know about one velero.io
+// kind, so that backups, restores and schedules share one implementation
+// of those verbs and cannot drift apart in flags, messages or output shape.
+// T is the object type (v1.Backup), PT its pointer and L its list pointer.
+type kindSpec[T any, PT objectPtr[T], L client.ObjectList] struct {
+	// word is the kind as users type it ("backup"); messages use it and
+	// its plural, word+"s".
+	word       string
+	newList    func() L
+	items      func(L) *[]T
+	printTable func(f *Factory, w io.Writer, items []T) error
+}
+
+func (k kindSpec[T, PT, L]) plural() string { return k.word + "s" }
+
+func (k kindSpec[T, PT, L]) get(ctx context.Context, c client.Client, namespace, name string) (PT, error) {
+	callCtx, cancel := callCtx(ctx)
+	defer cancel()
+	obj := PT(new(T))
+	err := c.Get(callCtx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) && !isCRDMissing(err) {
+		return nil, &notFoundError{kind: k.word, name: name, namespace: namespace}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %q: %w", k.word, name, err)
+	}
+	return obj, nil
+}
+
+// list reads the named objects in the order given, or lists them all
+// (filtered by selector) sorted by name.
+func (k kindSpec[T, PT, L]) list(ctx context.Context, c client.Client, namespace string, names []string, selector string) (L, error) {
+	var zero L
+	list := k.newList()
+	items := k.items(list)
+	if len(names) > 0 {
+		for _, name := range names {
+			obj, err := k.get(ctx, c, namespace, name)
+			if err != nil {
+				return zero, err
+			}
+			*items = append(*items, *obj)
+		}
+		return list, nil
+	}
+	opts, err := listOptions(namespace, selector)
+	if err != nil {
+		return zero, err
+	}
+	callCtx, cancel := callCtx(ctx)
+	defer cancel()
+	if err := c.List(callCtx, list, opts...); err != nil {
+		return zero, fmt.Errorf("listing %s in namespace %q: %w", k.plural(), namespace, err)
+	}
+	slices.SortFunc(*items, func(a, b T) int { return strings.Compare(PT(&a).GetName(), PT(&b).GetName()) })
+	return list, nil
+}
+
+// listOptions lists in namespace, filtered by the --selector flag's value.
+func listOptions(namespace, selector string) ([]client.ListOption, error) {
+	opts := []client.ListOption{client.InNamespace(namespace)}
+	if selector != "" {
+		sel, err := labels.Parse(selector)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --selector %q: %w", selector, err)
+		}
+		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+	}
+	return opts, nil
+}
+
+// printEncodedObjects prints one object as itself and anything else as a
+// list, even with one item, so that `get NAME -o json | jq .status.phase`
+// works and scripts that ask for several always get the same shape.
+func (k kindSpec[T, PT, L]) printEncodedObjects(w io.Writer, format string, names []string, list L) error {
+	if items := *k.items(list); len(names) == 1 {
+		return printEncoded(w, format, PT(&items[0]))
+	}
+	return printEncoded(w, format, list)
+}
+
+func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k kindSpec[T, PT, L]) *cobra.Command {
+	var (
+		output   string
+		selector string
+	)
+	cmd := &cobra.Command{
+		Use:   "get [NAME...]",
+		Short: "List " + k.plural(),
+		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
+				return err
+			}
+			if len(args) > 0 && selector != "" {
+				return fmt.Errorf("--selector cannot be combined with %s names", k.word)
+			}
+			c, err := f.Client()
+			if err != nil {
+				return err
+			}
+			list, err := k.list(cmd.Context(), c, f.Namespace, args, selector)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if output != formatTable {
+				return k.printEncodedObjects(out, output, args, list)
+			}
+			items := *k.items(list)
+			if len(items) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "No %s found in namespace %q.\n", k.plural(), f.Namespace)
+				return nil
+			}
+			return k.printTable(f, out, items)
+		}),
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only list "+k.plural()+" whose labels match this selector")
+	return cmd
+}
+
+// newDescribeCommand builds `describe NAME...`; describe prints one object
+// for people to read, and the caller adds the flags it needs.
+func newDescribeCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k kindSpec[T, PT, L], long string,
+	describe func(ctx context.Context, c client.Client, w io.Writer, obj PT) error,
+) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "describe NAME...",
+		Short: "Show the details of " + k.plural(),
+		Long:  long,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
+			if output == "" {
+				output = formatTable
+			}
+			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
+				return err
+			}
+			c, err := f.Client()
+			if err != nil {
+				return err
+			}
+			list, err := k.list(cmd.Context(), c, f.Namespace, args, "")
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if output != formatTable {
+				return k.printEncodedObjects(out, output, args, list)
+			}
+			items := *k.items(list)
+			for i := range items {
+				if i > 0 {
+					fmt.Fprintln(out)
+				}
+				if err := describe(cmd.Context(), c, out, PT(&items[i])); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	}
+	// Printed objects carry the API kind, which is the word capitalised.
+	kind := strings.ToUpper(k.word[:1]) + k.word[1:]
+	cmd.Flags().StringVarP(&output, "output", "o", "", "print the "+kind+" objects as json or yaml instead of a description")
+	return cmd
+}
