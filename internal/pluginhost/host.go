@@ -51,6 +51,9 @@ type Host struct {
 
 	mu    sync.Mutex
 	procs map[string]*process
+	// starting serialises the start of each binary's process without
+	// making other binaries wait for a slow one.
+	starting map[string]*sync.Mutex
 }
 
 // New creates a host with no plugins; add built-ins with RegisterBuiltIn
@@ -62,7 +65,7 @@ func New(opts Options) *Host {
 	if opts.LogLevel == "" {
 		opts.LogLevel = "info"
 	}
-	return &Host{opts: opts, log: opts.Log, registry: newRegistry(), builtins: map[key]func() (any, error){}, procs: map[string]*process{}}
+	return &Host{opts: opts, log: opts.Log, registry: newRegistry(), builtins: map[key]func() (any, error){}, procs: map[string]*process{}, starting: map[string]*sync.Mutex{}}
 }
 
 // RegisterBuiltIn adds a plugin served inside the server. newPlugin must
@@ -174,15 +177,32 @@ func (h *Host) timeout(kind api.Kind) time.Duration {
 // process returns the running process of bin, starting it if needed.
 func (h *Host) process(bin string) (*process, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if p, ok := h.procs[bin]; ok && !p.exited() {
+		h.mu.Unlock()
 		return p, nil
 	}
+	start, ok := h.starting[bin]
+	if !ok {
+		start = &sync.Mutex{}
+		h.starting[bin] = start
+	}
+	h.mu.Unlock()
+
+	start.Lock()
+	defer start.Unlock()
+	h.mu.Lock()
+	if p, ok := h.procs[bin]; ok && !p.exited() {
+		h.mu.Unlock()
+		return p, nil
+	}
+	h.mu.Unlock()
 	p, err := startProcess(bin, h.opts.LogLevel, h.log)
 	if err != nil {
 		return nil, err
 	}
+	h.mu.Lock()
 	h.procs[bin] = p
+	h.mu.Unlock()
 	return p, nil
 }
 
