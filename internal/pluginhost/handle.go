@@ -1,8 +1,11 @@
 package pluginhost
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -30,6 +33,9 @@ type handle[T any] struct {
 	mu          sync.Mutex
 	init        func(T) error
 	initialized *process
+	// instance selects the process: a digest of the Init config, so that
+	// two configurations of one plugin never share a process.
+	instance string
 }
 
 func (hd *handle[T]) do(call func(T) error) error {
@@ -44,13 +50,13 @@ func (hd *handle[T]) do(call func(T) error) error {
 		}
 		switch code(err) {
 		case codes.Unavailable, codes.Canceled:
-			hd.h.restart(hd.entry.Binary, err)
+			hd.h.restart(hd.entry.Binary, hd.instanceKey(), err)
 			if attempt == 0 {
 				continue
 			}
 			return fmt.Errorf("%s plugin %s (%s) crashed twice: %w", hd.entry.Kind, hd.entry.Name, hd.entry.Binary, err)
 		case codes.DeadlineExceeded:
-			hd.h.restart(hd.entry.Binary, err)
+			hd.h.restart(hd.entry.Binary, hd.instanceKey(), err)
 			return fmt.Errorf("%s plugin %s (%s) did not answer within %s and was restarted: %w",
 				hd.entry.Kind, hd.entry.Name, hd.entry.Binary, hd.h.timeout(hd.entry.Kind), err)
 		}
@@ -60,7 +66,7 @@ func (hd *handle[T]) do(call func(T) error) error {
 
 func (hd *handle[T]) get() (T, error) {
 	var zero T
-	p, err := hd.h.process(hd.entry.Binary)
+	p, err := hd.h.process(hd.entry.Binary, hd.instanceKey())
 	if err != nil {
 		return zero, err
 	}
@@ -83,13 +89,34 @@ func (hd *handle[T]) get() (T, error) {
 	return impl, nil
 }
 
-// setInit records init and runs it on the current process.
-func (hd *handle[T]) setInit(init func(T) error) error {
+// setInit records init (and the config it applies, which selects the
+// process) and runs it.
+func (hd *handle[T]) setInit(config map[string]string, init func(T) error) error {
 	hd.mu.Lock()
-	hd.init, hd.initialized = init, nil
+	hd.init, hd.initialized, hd.instance = init, nil, configDigest(config)
 	hd.mu.Unlock()
 	_, err := hd.get()
 	return err
+}
+
+func (hd *handle[T]) instanceKey() string {
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	return hd.instance
+}
+
+// configDigest names a configuration independently of map order.
+func configDigest(config map[string]string) string {
+	keys := make([]string, 0, len(config))
+	for k := range config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%q=%q;", k, config[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // code finds the gRPC status code in err; OK when there is none.

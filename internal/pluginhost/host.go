@@ -115,7 +115,7 @@ func (h *Host) Discover(ctx context.Context) error {
 }
 
 func (h *Host) listPlugins(ctx context.Context, bin string) ([]framework.PluginIdentifier, error) {
-	p, err := h.process(bin)
+	p, err := h.process(bin, "")
 	if err != nil {
 		return nil, err
 	}
@@ -174,24 +174,29 @@ func (h *Host) timeout(kind api.Kind) time.Duration {
 	return DefaultTimeouts[kind]
 }
 
-// process returns the running process of bin, starting it if needed.
-func (h *Host) process(bin string) (*process, error) {
+// process returns the running process of bin for instance, starting it if
+// needed. Plugins configured by Init (object stores, volume snapshotters)
+// keep one configuration per process, so each distinct configuration gets
+// its own process (instance is a digest of it); everything else shares the
+// binary's process (instance "").
+func (h *Host) process(bin, instance string) (*process, error) {
+	k := bin + "\x00" + instance
 	h.mu.Lock()
-	if p, ok := h.procs[bin]; ok && !p.exited() {
+	if p, ok := h.procs[k]; ok && !p.exited() {
 		h.mu.Unlock()
 		return p, nil
 	}
-	start, ok := h.starting[bin]
+	start, ok := h.starting[k]
 	if !ok {
 		start = &sync.Mutex{}
-		h.starting[bin] = start
+		h.starting[k] = start
 	}
 	h.mu.Unlock()
 
 	start.Lock()
 	defer start.Unlock()
 	h.mu.Lock()
-	if p, ok := h.procs[bin]; ok && !p.exited() {
+	if p, ok := h.procs[k]; ok && !p.exited() {
 		h.mu.Unlock()
 		return p, nil
 	}
@@ -201,17 +206,18 @@ func (h *Host) process(bin string) (*process, error) {
 		return nil, err
 	}
 	h.mu.Lock()
-	h.procs[bin] = p
+	h.procs[k] = p
 	h.mu.Unlock()
 	return p, nil
 }
 
-// restart throws away the process of bin (crashed or hung); the next call
-// starts a new one.
-func (h *Host) restart(bin string, why error) {
+// restart throws away a process (crashed or hung); the next call starts a
+// new one.
+func (h *Host) restart(bin, instance string, why error) {
+	k := bin + "\x00" + instance
 	h.mu.Lock()
-	p, ok := h.procs[bin]
-	delete(h.procs, bin)
+	p, ok := h.procs[k]
+	delete(h.procs, k)
 	h.mu.Unlock()
 	if ok {
 		h.log.Warn("restarting plugin process", "binary", bin, "reason", why.Error())
@@ -229,6 +235,11 @@ type process struct {
 func startProcess(bin, logLevel string, log *slog.Logger) (*process, error) {
 	// Plugins get the flags every plugin understands; the SDKs ignore the
 	// rest, but passing the server's own could confuse older plugins.
+	// Velero's SDK parses the level with logrus, which knows "warning" but
+	// not "warn"; Lifeboat's accepts both.
+	if logLevel == "warn" {
+		logLevel = "warning"
+	}
 	cmd := exec.Command(bin, "--log-level", logLevel)
 	// A plugin must not outlive the server, even when the server is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

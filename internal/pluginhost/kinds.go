@@ -16,7 +16,7 @@ import (
 type objectStore struct{ *handle[api.ObjectStore] }
 
 func (o objectStore) Init(config map[string]string) error {
-	return o.setInit(func(p api.ObjectStore) error { return p.Init(config) })
+	return o.setInit(config, func(p api.ObjectStore) error { return p.Init(config) })
 }
 
 // PutObject is not retried after a crash: body has been partly read.
@@ -150,7 +150,7 @@ func (r restoreItemActionV2) AreAdditionalItemsReady(items []api.ResourceIdentif
 type volumeSnapshotter struct{ *handle[api.VolumeSnapshotter] }
 
 func (v volumeSnapshotter) Init(config map[string]string) error {
-	return v.setInit(func(p api.VolumeSnapshotter) error { return p.Init(config) })
+	return v.setInit(config, func(p api.VolumeSnapshotter) error { return p.Init(config) })
 }
 
 func (v volumeSnapshotter) CreateVolumeFromSnapshot(snapshotID, volumeType, volumeAZ string, iops *int64) (id string, err error) {

@@ -15,7 +15,7 @@ if [[ ! -x "$bin" ]]; then
   mkdir -p "$(dirname "$bin")"
   echo "building the Velero-SDK compatibility plugin (once per change)" >&2
   # GOWORK=off: this is its own module; never build it against Lifeboat's.
-  (cd "$mod" && GOWORK=off GOFLAGS=-mod=readonly go build -trimpath -o "$bin.tmp.$$" .)
+  (cd "$mod" && GOWORK=off go build -trimpath -o "$bin.tmp.$$" .)
   mv "$bin.tmp.$$" "$bin"
 fi
 echo "$bin"

@@ -1,6 +1,6 @@
 // Command compat-plugin is a plugin binary built with Velero's own plugin SDK
 // (github.com/vmware-tanzu/velero/pkg/plugin/framework), nothing of
-// Lifeboat's. Lifeboat's end-to-end tests (test/plugins/compat) put it in the
+// Lifeboat's. Lifeboat's end-to-end tests (test/plugins) put it in the
 // server's plugin dir to show that a plugin written for Velero runs under
 // Lifeboat unchanged: it is listed, its ObjectStore serves a
 // BackupStorageLocation, its BackupItemAction changes stored items and its
