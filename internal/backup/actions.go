@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,6 +34,9 @@ type itemAction struct {
 	appliesTo *selection.AppliesTo
 	execute   func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error)
 }
+
+// actionWorkers bounds concurrent item action calls within one page.
+const actionWorkers = 16
 
 // maxAdditionalDepth bounds chains of additional items (an item naming an
 // item naming an item ...); items are stored once, so only a plugin that
@@ -132,10 +136,98 @@ func (r *run) actionsFor(rt resourceType) []itemAction {
 	return acts
 }
 
-// writeItem stores one item after the actions that apply to it, then the
-// additional items they name. Per-item problems are recorded as backup
-// errors; only archive and cancellation errors are returned.
-func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType, it rawItem, depth int) error {
+// actionResult is an item after the actions that apply to it.
+type actionResult struct {
+	data       []byte
+	additional []api.ResourceIdentifier
+	// skip leaves the item out: an action failed on it (recorded).
+	skip bool
+	err  error
+}
+
+// applyActions runs the actions that apply to one item. It is safe to call
+// for several items at once; problems with the item are recorded, only a
+// broken item (undecodable) comes back as err.
+func (r *run) applyActions(rt resourceType, it rawItem, acts []itemAction) actionResult {
+	gr := rt.GroupResource()
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(it.JSON, &obj.Object); err != nil {
+		return actionResult{err: fmt.Errorf("decoding %s %s: %w", gr, qualified(it.Namespace, it.Name), err)}
+	}
+	var res actionResult
+	for _, a := range acts {
+		if !a.appliesTo.Matches(gr, it.Namespace, obj.GetLabels()) {
+			continue
+		}
+		updated, extra, opID, post, err := a.execute(obj, r.b)
+		if err != nil {
+			// The item is left out rather than stored unprocessed: a
+			// restore would otherwise bring back something the action
+			// meant to change.
+			msg := fmt.Sprintf("backup item action %s failed for %s %s: %v", a.name, gr, qualified(it.Namespace, it.Name), err)
+			r.results.Error(it.Namespace, msg)
+			r.log.Error("backup item action failed", "action", a.name, "resource", gr.String(), "namespace", it.Namespace, "name", it.Name, "error", err)
+			return actionResult{skip: true}
+		}
+		if opID != "" {
+			r.recordOperation(a.name, api.ResourceIdentifier{GroupResource: gr, Namespace: it.Namespace, Name: it.Name}, opID, post)
+		}
+		if u, ok := updated.(*unstructured.Unstructured); ok && u != nil {
+			obj = u
+		} else if updated != nil {
+			obj = &unstructured.Unstructured{Object: updated.UnstructuredContent()}
+		}
+		res.additional = append(res.additional, extra...)
+	}
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return actionResult{err: fmt.Errorf("encoding %s %s: %w", gr, qualified(it.Namespace, it.Name), err)}
+	}
+	res.data = data
+	return res
+}
+
+// applyActionsToPage runs the actions on a page's items concurrently
+// (bounded by actionWorkers): a plugin call is a round trip to another
+// process, and one at a time they would dominate a backup. Results come
+// back in item order, so the archive stays deterministic. Items already
+// stored (as some earlier item's additional items) are not sent again.
+func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []rawItem) []*actionResult {
+	acts := r.actionsFor(rt)
+	out := make([]*actionResult, len(items))
+	if len(acts) == 0 {
+		return out
+	}
+	gr := rt.GroupResource().String()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(actionWorkers, len(items)) {
+		wg.Go(func() {
+			for i := range work {
+				res := r.applyActions(rt, items[i], acts)
+				out[i] = &res
+			}
+		})
+	}
+	for i, it := range items {
+		if r.stored[gr+"/"+it.Namespace+"/"+it.Name] {
+			continue
+		}
+		select {
+		case work <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+// writeItem stores one item after the actions that apply to it (pre, when
+// they already ran), then the additional items they name. Per-item
+// problems are recorded as backup errors; only archive and cancellation
+// errors are returned.
+func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType, it rawItem, pre *actionResult, depth int) error {
 	gr := rt.GroupResource()
 	if r.stored != nil {
 		k := gr.String() + "/" + it.Namespace + "/" + it.Name
@@ -147,38 +239,18 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 	data := it.JSON
 	var additional []api.ResourceIdentifier
 	if acts := r.actionsFor(rt); len(acts) > 0 {
-		obj := &unstructured.Unstructured{}
-		if err := json.Unmarshal(data, &obj.Object); err != nil {
-			return fmt.Errorf("decoding %s %s: %w", gr, qualified(it.Namespace, it.Name), err)
+		res := pre
+		if res == nil {
+			applied := r.applyActions(rt, it, acts)
+			res = &applied
 		}
-		for _, a := range acts {
-			if !a.appliesTo.Matches(gr, it.Namespace, obj.GetLabels()) {
-				continue
-			}
-			updated, extra, opID, post, err := a.execute(obj, r.b)
-			if err != nil {
-				// The item is left out rather than stored unprocessed: a
-				// restore would otherwise bring back something the action
-				// meant to change.
-				msg := fmt.Sprintf("backup item action %s failed for %s %s: %v", a.name, gr, qualified(it.Namespace, it.Name), err)
-				r.results.Error(it.Namespace, msg)
-				r.log.Error("backup item action failed", "action", a.name, "resource", gr.String(), "namespace", it.Namespace, "name", it.Name, "error", err)
-				return nil
-			}
-			if opID != "" {
-				r.recordOperation(a.name, api.ResourceIdentifier{GroupResource: gr, Namespace: it.Namespace, Name: it.Name}, opID, post)
-			}
-			if u, ok := updated.(*unstructured.Unstructured); ok && u != nil {
-				obj = u
-			} else if updated != nil {
-				obj = &unstructured.Unstructured{Object: updated.UnstructuredContent()}
-			}
-			additional = append(additional, extra...)
+		if res.err != nil {
+			return res.err
 		}
-		var err error
-		if data, err = json.Marshal(obj.Object); err != nil {
-			return fmt.Errorf("encoding %s %s: %w", gr, qualified(it.Namespace, it.Name), err)
+		if res.skip {
+			return nil
 		}
+		data, additional = res.data, res.additional
 	}
 	ref := archive.ItemRef{GroupResource: gr.String(), Version: rt.GVR.Version, Namespace: it.Namespace, Name: it.Name}
 	if err := aw.WriteItem(ref, data); err != nil {
@@ -225,7 +297,7 @@ func (r *run) writeAdditional(ctx context.Context, aw *archive.Writer, id api.Re
 		r.results.Error(id.Namespace, fmt.Sprintf("%s: %v", where, err))
 		return nil
 	}
-	return r.writeItem(ctx, aw, rt, it, depth)
+	return r.writeItem(ctx, aw, rt, it, nil, depth)
 }
 
 func qualified(ns, name string) string {
@@ -239,6 +311,8 @@ func qualified(ns, name string) string {
 // backup then waits for it (phase WaitingForPluginOperations).
 func (r *run) recordOperation(action string, item api.ResourceIdentifier, opID string, post []api.ResourceIdentifier) {
 	now := metav1.Now()
+	r.opsMu.Lock()
+	defer r.opsMu.Unlock()
 	r.operations = append(r.operations, itemops.BackupOperation{
 		Spec: itemops.BackupOperationSpec{
 			BackupName: r.b.Name, BackupUID: string(r.b.UID), BackupItemAction: action,

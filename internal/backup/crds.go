@@ -46,7 +46,7 @@ func (r *run) writeCRDs(ctx context.Context, aw *archive.Writer, crdType resourc
 			return fmt.Errorf("decoding CustomResourceDefinition %s: %w", name, err)
 		}
 		item := rawItem{Name: name, Labels: head.Metadata.Labels, JSON: withTypeMeta(body, head, typePrefix(crdType))}
-		if err := r.writeItem(ctx, aw, crdType, item, 0); err != nil {
+		if err := r.writeItem(ctx, aw, crdType, item, nil, 0); err != nil {
 			return err
 		}
 		written[name] = true

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,8 +118,10 @@ type run struct {
 	// stored remembers what was written when item actions can add items,
 	// so that every item is stored once.
 	stored map[string]bool
-	// operations are the asynchronous operations item actions started.
+	// operations are the asynchronous operations item actions started;
+	// actions run concurrently, so opsMu guards them.
 	operations []itemops.BackupOperation
+	opsMu      sync.Mutex
 	backedUp   int
 	lastReport time.Time
 }
@@ -233,11 +236,12 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 	writtenCRDs := map[string]bool{}
 	consume := func(job listJob, pg *page) error {
 		gr := job.Type.GroupResource()
-		for _, it := range pg.Items {
+		pre := r.applyActionsToPage(ctx, job.Type, pg.Items)
+		for i, it := range pg.Items {
 			if job.WriteIf != nil && !job.WriteIf(it) {
 				continue
 			}
-			if err := r.writeItem(ctx, aw, job.Type, it, 0); err != nil {
+			if err := r.writeItem(ctx, aw, job.Type, it, pre[i], 0); err != nil {
 				return err
 			}
 			if gr == crdResource {
