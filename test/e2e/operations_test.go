@@ -76,3 +76,37 @@ func TestBackupWaitsForAsynchronousOperations(t *testing.T) {
 		})
 	}
 }
+
+// A plugin that crashes on an item, and one that hangs, cost the backup
+// those items (PartiallyFailed, with an error naming plugin and item), not
+// the backup itself or the server. (Each in its own backup: a crash also
+// breaks the calls other items have in flight in the same process.)
+func TestCrashingAndHangingPluginsFailOnlyTheirItems(t *testing.T) {
+	bsl, _ := env.FilesystemLocation(t, env.Name("fs"))
+	store := openStore(t, bsl)
+	for behaviour, why := range map[string]string{"crash": "crashed twice", "hang": "did not answer within 3s"} {
+		t.Run(behaviour, func(t *testing.T) {
+			ns := env.NewNamespace(t, "faulty")
+			env.Create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad", Labels: map[string]string{"faulty": behaviour}}})
+			env.Create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "good"}})
+			b := newBackup(t, bsl.Name, v1.BackupSpec{IncludedNamespaces: []string{ns}})
+			if b.Status.Phase != v1.BackupPhasePartiallyFailed || b.Status.Errors != 1 {
+				t.Fatalf("phase %s errors %d, want PartiallyFailed with 1 error", b.Status.Phase, b.Status.Errors)
+			}
+			out := mustLifeboat(t, "backup", "logs", b.Name)
+			for _, want := range []string{"e2e.lifeboat.io/faulty", "name=bad", why} {
+				if !strings.Contains(out, want) {
+					t.Errorf("backup log lacks %q:\n%s", want, out)
+				}
+			}
+			items := strings.Join(backedUp(t, store, b.Name), "\n")
+			if !strings.Contains(items, "configmaps/"+ns+"/good") || strings.Contains(items, "configmaps/"+ns+"/bad") {
+				t.Errorf("stored items:\n%s", items)
+			}
+			// The server is healthy: the next backup runs normally.
+			if b2 := newBackup(t, bsl.Name, v1.BackupSpec{IncludedNamespaces: []string{ns}, IncludedResources: []string{"secrets"}}); b2.Status.Phase != v1.BackupPhaseCompleted {
+				t.Errorf("next backup: %s", b2.Status.Phase)
+			}
+		})
+	}
+}

@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
 var env *testenv.Env
@@ -27,7 +29,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building the test plugin: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := testenv.Run(m, testenv.Options{WithS3: true, PluginDir: plugins}, &env)
+	// A short timeout for item actions lets the hung-plugin test finish quickly.
+	code := testenv.Run(m, testenv.Options{WithS3: true, PluginDir: plugins,
+		PluginTimeouts: map[api.Kind]time.Duration{api.KindBackupItemAction: 3 * time.Second}}, &env)
 	_ = os.RemoveAll(plugins)
 	os.Exit(code)
 }

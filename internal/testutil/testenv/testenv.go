@@ -28,6 +28,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
 	"github.com/lifeboat-io/lifeboat/internal/server"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/s3server"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
 // Env is a running local cluster with a Lifeboat server.
@@ -58,6 +59,8 @@ type Options struct {
 	WithoutServer bool
 	// PluginDir is the server's plugin dir; empty means none.
 	PluginDir string
+	// PluginTimeouts bound plugin calls per kind, as --plugin-timeout does.
+	PluginTimeouts map[api.Kind]time.Duration
 }
 
 // Start starts everything; call Stop when done (TestMain).
@@ -120,6 +123,7 @@ func (e *Env) StartServer() error {
 	opts.ItemOperationSyncFrequency = time.Second
 	opts.LogLevel = "warn"
 	opts.PluginDir = e.opts.PluginDir
+	opts.PluginTimeouts = e.opts.PluginTimeouts
 	if opts.PluginDir == "" {
 		opts.PluginDir = filepath.Join(e.tmp, "no-plugins")
 	}

@@ -1,6 +1,7 @@
-// Command asyncplugin is a v2 BackupItemAction for the end-to-end tests: for
-// ConfigMaps labelled async=<outcome> it starts an "operation" that
-// completes (or fails, for outcome=fail) after a few Progress calls.
+// Command asyncplugin holds the plugins of the end-to-end tests: a v2
+// BackupItemAction that, for ConfigMaps labelled async=<outcome>, starts an
+// "operation" that completes (or fails, for outcome=fail) after a few
+// Progress calls, and a v1 one that crashes or hangs on request.
 package main
 
 import (
@@ -21,6 +22,9 @@ func main() {
 	framework.NewServer().
 		RegisterBackupItemActionV2("e2e.lifeboat.io/async", func(*slog.Logger) (api.BackupItemActionV2, error) {
 			return &async{polls: map[string]int{}}, nil
+		}).
+		RegisterBackupItemAction("e2e.lifeboat.io/faulty", func(*slog.Logger) (api.BackupItemAction, error) {
+			return faulty{}, nil
 		}).
 		Serve()
 }
