@@ -60,6 +60,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newRestoreCommand(f),
 		newScheduleCommand(f),
 		newPluginCommand(f),
+		newPolicyCommand(f),
 	)
 	return root
 }

@@ -29,9 +29,9 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/controller"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
+	"github.com/lifeboat-io/lifeboat/internal/restore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/builtinplugin"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
-	"github.com/lifeboat-io/lifeboat/internal/restore"
 )
 
 // Run runs the controllers until ctx is cancelled.

@@ -1,0 +1,129 @@
+// Package policy reads, validates and evaluates resource policies: the YAML
+// that a Backup names through spec.resourcePolicy (a ConfigMap with one data
+// key), in Velero's format:
+//
+//	version: v1
+//	volumePolicies:
+//	- conditions: {capacity: "10Gi,", storageClass: [gold]}
+//	  action: {type: custom, parameters: {myCustomAction: true}}
+//	includeExcludePolicy:
+//	  excludedNamespaceScopedResources: [events]
+//
+// Parsing is strict and reports every problem at once (see ValidationError).
+// Matching is a pure function of a Policies and a VolumeInfo; the first
+// volume policy whose conditions all hold wins.
+package policy
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// SupportedVersion is the only policy format version Velero defines.
+const SupportedVersion = "v1"
+
+// Policies is a parsed, valid resource policy.
+type Policies struct {
+	Version        string
+	VolumePolicies []VolumePolicy
+	// IncludeExcludePolicy is nil when the policy has none.
+	IncludeExcludePolicy *IncludeExcludePolicy
+}
+
+// VolumePolicy is one rule: when every condition holds, the volume gets
+// Action.
+type VolumePolicy struct {
+	Conditions Conditions
+	Action     Action
+}
+
+// Conditions are the tests of one volume policy. An unset condition (nil or
+// empty) does not constrain the volume, so a rule without conditions matches
+// every volume.
+type Conditions struct {
+	Capacity     *CapacityRange
+	StorageClass []string
+	// NFS set to an empty NFSCondition matches any NFS volume.
+	NFS *NFSCondition
+	// CSI set to an empty CSICondition matches any CSI volume.
+	CSI         *CSICondition
+	VolumeTypes []VolumeType
+	PVCLabels   map[string]string
+	PVCPhase    []corev1.PersistentVolumeClaimPhase
+}
+
+// CapacityRange is an inclusive capacity range. A nil bound is open.
+type CapacityRange struct {
+	Min *resource.Quantity
+	Max *resource.Quantity
+	// Raw is the range as written in the policy, for messages.
+	Raw string
+}
+
+// String quotes the range as written, for messages.
+func (r *CapacityRange) String() string { return fmt.Sprintf("%q", r.Raw) }
+
+// Contains reports whether q lies within the range.
+func (r *CapacityRange) Contains(q *resource.Quantity) bool {
+	if r.Min != nil && r.Min.Cmp(*q) > 0 {
+		return false
+	}
+	if r.Max != nil && r.Max.Cmp(*q) < 0 {
+		return false
+	}
+	return true
+}
+
+// NFSCondition matches NFS volumes; an empty field matches any value.
+type NFSCondition struct {
+	Server string
+	Path   string
+}
+
+// CSICondition matches CSI volumes of Driver (any driver when empty) whose
+// volume attributes include every VolumeAttributes pair.
+type CSICondition struct {
+	Driver           string
+	VolumeAttributes map[string]string
+}
+
+// ActionType is what happens to a matched volume.
+type ActionType string
+
+const (
+	// Snapshot takes a snapshot of the volume (native or CSI).
+	Snapshot ActionType = "snapshot"
+	// FSBackup copies the volume's files with a file-system data mover.
+	FSBackup ActionType = "fs-backup"
+	// Skip leaves the volume's data out of the backup.
+	Skip ActionType = "skip"
+	// Custom leaves the volume to a plugin that claims the action by its
+	// parameters; with no such plugin it behaves as Skip.
+	Custom ActionType = "custom"
+)
+
+// ActionTypes lists the valid action types in the order messages name them.
+var ActionTypes = []ActionType{Snapshot, FSBackup, Skip, Custom}
+
+// Action is a volume policy's action.
+type Action struct {
+	Type ActionType
+	// Parameters are as the YAML gives them: string keys; values are
+	// string, bool, int, float64, nil, []any or map[string]any.
+	Parameters map[string]any
+}
+
+// IncludeExcludePolicy holds resource filters with the meaning of the
+// Backup spec's scoped resource filters.
+type IncludeExcludePolicy struct {
+	IncludedClusterScopedResources   []string
+	ExcludedClusterScopedResources   []string
+	IncludedNamespaceScopedResources []string
+	ExcludedNamespaceScopedResources []string
+}
+
+// PVCPhases are the claim phases a pvcPhase condition may name (Kubernetes'
+// PersistentVolumeClaimPhase values).
+var PVCPhases = []corev1.PersistentVolumeClaimPhase{corev1.ClaimPending, corev1.ClaimBound, corev1.ClaimLost}
