@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lifeboat-io/lifeboat/internal/policy"
+	"github.com/lifeboat-io/lifeboat/pkg/policy"
 )
 
 // newPolicyCommand groups the resource-policy verbs. validate works offline;
