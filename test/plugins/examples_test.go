@@ -41,6 +41,7 @@ func TestPluginGetListsEveryPlugin(t *testing.T) {
 		{Kind: "BackupItemAction", Name: "example.io/receipt", Binary: filepath.Join(pluginDir, "cleanup")},
 		{Kind: "DeleteItemAction", Name: "example.io/cleanup", Binary: filepath.Join(pluginDir, "cleanup")},
 		{Kind: "ObjectStore", Name: "example.io/dirstore", Binary: filepath.Join(pluginDir, "dirstore")},
+		{Kind: "VolumeSnapshotter", Name: "example.io/filesnapshotter", Binary: filepath.Join(pluginDir, "filesnapshotter")},
 		// Built with Velero's SDK.
 		{Kind: "BackupItemAction", Name: "compat.example.io/annotate", Binary: filepath.Join(pluginDir, compatBinary)},
 		{Kind: "DeleteItemAction", Name: "compat.example.io/record-deletes", Binary: filepath.Join(pluginDir, compatBinary)},

@@ -39,7 +39,7 @@ var (
 
 // examples are the example plugin binaries, by directory under
 // examples/plugins (the binary gets the directory's name).
-var examples = []string{"annotate", "cleanup", "custom-volume", "dirstore"}
+var examples = []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter"}
 
 // compatBinary is the Velero-SDK plugin's file name in the plugin dir.
 const compatBinary = "velero-sdk-plugin"
