@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Runs the backup and restore benchmarks: builds the two floor programs and
-# the orchestrator, makes sure bin/lifeboat is current, and prints markdown
-# tables of Lifeboat's backup and restore throughput and memory against
-# floors measured in the same run. See bench/README.md.
+# Runs the backup and restore benchmarks: builds the two floor programs, the
+# orchestrator and the example BackupItemAction, makes sure bin/lifeboat is
+# current, and prints markdown tables of Lifeboat's backup and restore
+# throughput and memory against floors measured in the same run, and of what
+# one external BackupItemAction on every item costs a backup. See
+# bench/README.md.
 #
 #   BENCH_N            backup: comma-separated numbers of ConfigMaps (default 2000,10000,50000)
-#   BENCH_SKIP_BACKUP  1: measure restores only
+#   BENCH_SKIP_BACKUP  1: no backup throughput measurement
 #   BENCH_RESTORE_N    restore: comma-separated numbers of ConfigMaps (default 10000)
-#   BENCH_SKIP_RESTORE 1: measure backups only
-#   BENCH_RUNS         measured runs per N, backup and restore; the tables show medians (default 3)
-#   BENCH_WARMUP       unmeasured backup runs of each side per N first (default 1)
+#   BENCH_SKIP_RESTORE 1: no restore measurement
+#   BENCH_PLUGIN_N     plugin overhead: comma-separated numbers of ConfigMaps (default 10000)
+#   BENCH_SKIP_PLUGIN  1: no plugin overhead measurement
+#   BENCH_RUNS         measured runs per N, backup, restore and plugin; the tables show medians (default 3)
+#   BENCH_WARMUP       unmeasured backup runs of each side per N first (default 1; plugin: per server process)
 #   BENCH_RESTORE_WARMUP unmeasured restore runs of each side per N first (default 0)
 #   BENCH_OUT          also write the report to this file
 #   BENCH_JSON         also write the raw results as JSON to this file
@@ -40,6 +44,18 @@ restore_n=${BENCH_RESTORE_N:-10000}
 if [[ "${BENCH_SKIP_RESTORE:-}" == 1 ]]; then
 	restore_n=
 fi
+plugin_n=${BENCH_PLUGIN_N:-10000}
+if [[ "${BENCH_SKIP_PLUGIN:-}" == 1 ]]; then
+	plugin_n=
+fi
+plugin_args=()
+if [[ -n "$plugin_n" ]]; then
+	# The plugin overhead measurement's BackupItemAction: it annotates the
+	# stored copy of every ConfigMap (and Deployment), and reads its plugin
+	# ConfigMap once per process, not per item.
+	"$GO" build -o "$tools/annotate" ./examples/plugins/annotate
+	plugin_args=(-plugin-n "$plugin_n" -plugin "$tools/annotate")
+fi
 args=(
 	-n "${BENCH_N:-2000,10000,50000}"
 	-restore-n "$restore_n"
@@ -49,6 +65,7 @@ args=(
 	-lifeboat "$LIFEBOAT_BIN"
 	-floor "$tools/floor"
 	-createfloor "$tools/createfloor"
+	"${plugin_args[@]}"
 )
 if [[ "${BENCH_SKIP_BACKUP:-}" == 1 ]]; then
 	args+=(-skip-backup)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
@@ -24,6 +25,11 @@ type sizeEnv struct {
 	populateSeconds float64
 	k               *kube
 	srv             *serverProcess
+	// serverArgs and serverEnv are added to every server started from now
+	// on: arguments after -server-args, variables to the inherited
+	// environment (the plugin measurement's --plugin-dir and KUBECONFIG).
+	serverArgs []string
+	serverEnv  []string
 
 	c       config
 	cluster *localcluster.Cluster
@@ -82,7 +88,7 @@ func setUp(ctx context.Context, c config, n int, label string) (e *sizeEnv, err 
 // startServer starts a `lifeboat server` logging to logName in the
 // measurement's directory.
 func (e *sizeEnv) startServer(logName string) error {
-	srv, err := startServer(e.c.lifeboatBin, e.kubeconfig, filepath.Join(e.dir, logName), e.c.serverArgs)
+	srv, err := startServer(e.c.lifeboatBin, e.kubeconfig, filepath.Join(e.dir, logName), slices.Concat(e.c.serverArgs, e.serverArgs), e.serverEnv)
 	if err != nil {
 		return err
 	}

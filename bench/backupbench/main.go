@@ -13,6 +13,11 @@
 // create floor (a plain program that creates the same objects, read from the
 // same archive, through the API with the same concurrency).
 //
+// Plugin overhead (-plugin-n): for each N, one populated cluster, and
+// pairs of backups of the same namespaces by a server started without
+// plugins and by one started with a plugin dir holding one external
+// BackupItemAction (-plugin) that applies to every ConfigMap.
+//
 // It prints markdown tables of medians and the raw per-run numbers;
 // bench/run.sh is its usual entry point and bench/README.md explains the
 // figures.
@@ -39,6 +44,7 @@ import (
 type config struct {
 	sizes          []int
 	restoreSizes   []int
+	pluginSizes    []int
 	runs           int
 	warmup         int
 	restoreWarmup  int
@@ -49,6 +55,7 @@ type config struct {
 	lifeboatBin    string
 	floorBin       string
 	createFloorBin string
+	pluginBin      string
 	serverArgs     []string
 	workDir        string
 	keep           bool
@@ -60,16 +67,18 @@ type config struct {
 
 func (c config) backup() bool  { return len(c.sizes) > 0 }
 func (c config) restore() bool { return len(c.restoreSizes) > 0 }
+func (c config) plugin() bool  { return len(c.pluginSizes) > 0 }
 
 func main() {
 	var c config
-	var sizes, restoreSizes, serverArgs string
+	var sizes, restoreSizes, pluginSizes, serverArgs string
 	var skipBackup bool
 	flag.StringVar(&sizes, "n", "2000,10000,50000", "comma-separated numbers of ConfigMaps to back up, one measurement each")
 	flag.StringVar(&restoreSizes, "restore-n", "", "comma-separated numbers of ConfigMaps to restore, one measurement each (empty: no restore measurement)")
-	flag.BoolVar(&skipBackup, "skip-backup", false, "measure restores only (ignore -n)")
+	flag.StringVar(&pluginSizes, "plugin-n", "", "comma-separated numbers of ConfigMaps to back up with and without one external BackupItemAction (-plugin), one measurement each (empty: no plugin measurement)")
+	flag.BoolVar(&skipBackup, "skip-backup", false, "no backup throughput measurement (ignore -n)")
 	flag.IntVar(&c.runs, "runs", 3, "measured runs of each side per N, backup and restore; the tables report medians")
-	flag.IntVar(&c.warmup, "warmup", 1, "unmeasured backup runs of each side per N first, so neither side pays for a cold API server cache")
+	flag.IntVar(&c.warmup, "warmup", 1, "unmeasured backup runs of each side per N first, so neither side pays for a cold API server cache (plugin measurement: per server process, before its measured backup)")
 	flag.IntVar(&c.restoreWarmup, "restore-warmup", 0, "unmeasured restore runs of each side per N first (each adds N objects to the cluster)")
 	flag.IntVar(&c.namespaces, "namespaces", 20, "namespaces the ConfigMaps are spread over")
 	flag.IntVar(&c.itemBytes, "item-bytes", 1536, "approximate size of each ConfigMap's JSON as the API server returns it")
@@ -78,6 +87,7 @@ func main() {
 	flag.StringVar(&c.lifeboatBin, "lifeboat", "bin/lifeboat", "the lifeboat binary to run as the server")
 	flag.StringVar(&c.floorBin, "floor", "", "the backup floor binary (go build ./bench/floor); needed for -n")
 	flag.StringVar(&c.createFloorBin, "createfloor", "", "the create floor binary (go build ./bench/createfloor); needed for -restore-n")
+	flag.StringVar(&c.pluginBin, "plugin", "", "the BackupItemAction plugin binary (go build ./examples/plugins/annotate); needed for -plugin-n")
 	flag.StringVar(&serverArgs, "server-args", "", "extra arguments for `lifeboat server`, space-separated, after the benchmark's own (e.g. \"--client-qps=2000 --client-burst=2000\" to see what the rate limit costs)")
 	flag.StringVar(&c.workDir, "workdir", "", "where kubeconfigs, stores, archives and server logs go (default: a new temporary directory)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the work directory afterwards")
@@ -95,7 +105,7 @@ func main() {
 		sizes = ""
 	}
 	c.serverArgs = strings.Fields(serverArgs)
-	if err := c.validate(sizes, restoreSizes); err != nil {
+	if err := c.validate(sizes, restoreSizes, pluginSizes); err != nil {
 		fmt.Fprintln(os.Stderr, "backupbench:", err)
 		os.Exit(2)
 	}
@@ -103,7 +113,7 @@ func main() {
 	// are stopped cleanly; Pdeathsig covers the case where we are killed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	results, restores, err := run(ctx, c)
+	results, restores, plugins, err := run(ctx, c)
 	if len(results) > 0 {
 		writeReport(os.Stdout, c, results)
 	}
@@ -113,8 +123,14 @@ func main() {
 		}
 		writeRestoreReport(os.Stdout, c, restores)
 	}
-	if c.jsonOut != "" && len(results)+len(restores) > 0 {
-		if jerr := writeJSON(c.jsonOut, c, results, restores); jerr != nil {
+	if len(plugins) > 0 {
+		if len(results)+len(restores) > 0 {
+			fmt.Fprintln(os.Stdout)
+		}
+		writePluginReport(os.Stdout, c, plugins)
+	}
+	if c.jsonOut != "" && len(results)+len(restores)+len(plugins) > 0 {
+		if jerr := writeJSON(c.jsonOut, c, results, restores, plugins); jerr != nil {
 			fmt.Fprintln(os.Stderr, "backupbench:", jerr)
 		}
 	}
@@ -140,7 +156,7 @@ func parseSizes(flagName, s string) ([]int, error) {
 	return out, nil
 }
 
-func (c *config) validate(sizes, restoreSizes string) error {
+func (c *config) validate(sizes, restoreSizes, pluginSizes string) error {
 	var err error
 	if c.sizes, err = parseSizes("-n", sizes); err != nil {
 		return err
@@ -148,9 +164,12 @@ func (c *config) validate(sizes, restoreSizes string) error {
 	if c.restoreSizes, err = parseSizes("-restore-n", restoreSizes); err != nil {
 		return err
 	}
+	if c.pluginSizes, err = parseSizes("-plugin-n", pluginSizes); err != nil {
+		return err
+	}
 	switch {
-	case !c.backup() && !c.restore():
-		return errors.New("nothing to measure: -n (or -skip-backup) and -restore-n name no sizes")
+	case !c.backup() && !c.restore() && !c.plugin():
+		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n and -plugin-n name no sizes")
 	case c.runs < 1:
 		return errors.New("-runs must be at least 1")
 	case c.warmup < 0 || c.restoreWarmup < 0:
@@ -165,6 +184,8 @@ func (c *config) validate(sizes, restoreSizes string) error {
 		return errors.New("-floor is required to measure backups (go build -o FLOOR ./bench/floor)")
 	case c.restore() && c.createFloorBin == "":
 		return errors.New("-createfloor is required to measure restores (go build -o CREATEFLOOR ./bench/createfloor)")
+	case c.plugin() && c.pluginBin == "":
+		return errors.New("-plugin is required to measure plugin overhead (go build -o PLUGIN ./examples/plugins/annotate)")
 	}
 	bins := []*string{&c.lifeboatBin}
 	if c.backup() {
@@ -172,6 +193,9 @@ func (c *config) validate(sizes, restoreSizes string) error {
 	}
 	if c.restore() {
 		bins = append(bins, &c.createFloorBin)
+	}
+	if c.plugin() {
+		bins = append(bins, &c.pluginBin)
 	}
 	for _, p := range bins {
 		abs, err := filepath.Abs(*p)
@@ -187,12 +211,13 @@ func (c *config) validate(sizes, restoreSizes string) error {
 }
 
 // run measures every N in turn, each against a fresh cluster, backups
-// first, and returns what it measured even when a later N fails.
-func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, error) {
+// first, then restores, then plugin overhead, and returns what it measured
+// even when a later N fails.
+func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pluginSizeResult, error) {
 	if c.workDir == "" {
 		dir, err := os.MkdirTemp("", "lifeboat-bench-")
 		if err != nil {
-			return nil, nil, fmt.Errorf("creating work directory: %w", err)
+			return nil, nil, nil, fmt.Errorf("creating work directory: %w", err)
 		}
 		c.workDir = dir
 		if !c.keep {
@@ -203,26 +228,41 @@ func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, erro
 	var results []sizeResult
 	for _, n := range c.sizes {
 		if err := ctx.Err(); err != nil {
-			return results, nil, err
+			return results, nil, nil, err
 		}
 		res, err := measureSize(ctx, c, n)
 		if err != nil {
-			return results, nil, fmt.Errorf("backup N=%d: %w", n, err)
+			return results, nil, nil, fmt.Errorf("backup N=%d: %w", n, err)
 		}
 		results = append(results, res)
 	}
 	var restores []restoreSizeResult
 	for _, n := range c.restoreSizes {
 		if err := ctx.Err(); err != nil {
-			return results, restores, err
+			return results, restores, nil, err
 		}
 		res, err := measureRestoreSize(ctx, c, n)
 		if err != nil {
-			return results, restores, fmt.Errorf("restore N=%d: %w", n, err)
+			return results, restores, nil, fmt.Errorf("restore N=%d: %w", n, err)
 		}
 		restores = append(restores, res)
 	}
-	return results, restores, nil
+	var plugins []pluginSizeResult
+	for _, n := range c.pluginSizes {
+		if err := ctx.Err(); err != nil {
+			return results, restores, plugins, err
+		}
+		res, err := measurePluginSize(ctx, c, n)
+		if err != nil {
+			// The pairs measured before the failure are still reported.
+			if len(res.Runs) > 0 {
+				plugins = append(plugins, res)
+			}
+			return results, restores, plugins, fmt.Errorf("plugin N=%d: %w", n, err)
+		}
+		plugins = append(plugins, res)
+	}
+	return results, restores, plugins, nil
 }
 
 // alternate runs the two sides of measured run i (counted from 0): the
@@ -281,7 +321,7 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult) error {
+func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult) error {
 	data, err := json.MarshalIndent(struct {
 		Runs          int                 `json:"runs"`
 		Warmup        int                 `json:"warmup"`
@@ -290,7 +330,8 @@ func writeJSON(path string, c config, results []sizeResult, restores []restoreSi
 		ServerArgs    []string            `json:"serverArgs,omitempty"`
 		Results       []sizeResult        `json:"results,omitempty"`
 		Restores      []restoreSizeResult `json:"restores,omitempty"`
-	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores}, "", "  ")
+		Plugins       []pluginSizeResult  `json:"plugins,omitempty"`
+	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores, plugins}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)
 	}

@@ -39,8 +39,9 @@ type serverProcess struct {
 }
 
 // startServer starts `lifeboat server`; extra arguments come after the
-// benchmark's own, so they can override them.
-func startServer(bin, kubeconfig, logPath string, extra []string) (*serverProcess, error) {
+// benchmark's own, so they can override them. env is added to the
+// environment the server inherits (and passes on to plugin processes).
+func startServer(bin, kubeconfig, logPath string, extra, env []string) (*serverProcess, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating server log: %w", err)
@@ -52,6 +53,9 @@ func startServer(bin, kubeconfig, logPath string, extra []string) (*serverProces
 	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childAttr()
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s server: %w", bin, err)
