@@ -30,7 +30,9 @@ type Plugins interface {
 // itemAction is a backup item action with its selector resolved for this
 // cluster. v1 actions are called through the v2 shape.
 type itemAction struct {
-	name      string
+	name string
+	// remote actions run in another process and take items as JSON.
+	remote    bool
 	appliesTo *selection.AppliesTo
 	execute   func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error)
 }
@@ -69,7 +71,7 @@ func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, er
 			return nil, fmt.Errorf("backup item action %s: %w", name, err)
 		}
 		seen[name] = true
-		out = append(out, itemAction{name: name, appliesTo: at, execute: a.Execute})
+		out = append(out, itemAction{name: name, appliesTo: at, execute: a.Execute, remote: isRemote(a)})
 	}
 	// An ItemBlockAction names items that belong with an item. Velero backs
 	// such a block up together; the single writer here gets the same
@@ -89,7 +91,7 @@ func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, er
 		if err != nil {
 			return nil, fmt.Errorf("item block action %s: %w", name, err)
 		}
-		out = append(out, itemAction{name: name, appliesTo: at, execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
+		out = append(out, itemAction{name: name, appliesTo: at, remote: isRemote(a), execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
 			related, err := a.GetRelatedItems(item, b)
 			return nil, related, "", nil, err
 		}})
@@ -112,7 +114,7 @@ func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, er
 		if err != nil {
 			return nil, fmt.Errorf("backup item action %s: %w", name, err)
 		}
-		out = append(out, itemAction{name: name, appliesTo: at, execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
+		out = append(out, itemAction{name: name, appliesTo: at, remote: isRemote(a), execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
 			updated, extra, err := a.Execute(item, b)
 			return updated, extra, "", nil, err
 		}})
@@ -150,16 +152,20 @@ type actionResult struct {
 // broken item (undecodable) comes back as err.
 func (r *run) applyActions(rt resourceType, it rawItem, acts []itemAction) actionResult {
 	gr := rt.GroupResource()
-	obj := &unstructured.Unstructured{}
-	if err := json.Unmarshal(it.JSON, &obj.Object); err != nil {
-		return actionResult{err: fmt.Errorf("decoding %s %s: %w", gr, qualified(it.Namespace, it.Name), err)}
-	}
+	// The item stays JSON unless an action is in-process or changes it:
+	// an out-of-process action gets the bytes as listed, and the bytes it
+	// returns are stored as they are.
+	var cur runtime.Unstructured = api.NewRawItem(it.JSON)
+	labels := it.Labels
 	var res actionResult
 	for _, a := range acts {
-		if !a.appliesTo.Matches(gr, it.Namespace, obj.GetLabels()) {
+		if !a.appliesTo.Matches(gr, it.Namespace, labels) {
 			continue
 		}
-		updated, extra, opID, post, err := a.execute(obj, r.b)
+		if !a.remote {
+			cur = decodedItem(cur)
+		}
+		updated, extra, opID, post, err := a.execute(cur, r.actionBackup)
 		if err != nil {
 			// The item is left out rather than stored unprocessed: a
 			// restore would otherwise bring back something the action
@@ -172,19 +178,55 @@ func (r *run) applyActions(rt resourceType, it rawItem, acts []itemAction) actio
 		if opID != "" {
 			r.recordOperation(a.name, api.ResourceIdentifier{GroupResource: gr, Namespace: it.Namespace, Name: it.Name}, opID, post)
 		}
-		if u, ok := updated.(*unstructured.Unstructured); ok && u != nil {
-			obj = u
-		} else if updated != nil {
-			obj = &unstructured.Unstructured{Object: updated.UnstructuredContent()}
+		if updated != nil && updated != cur {
+			cur = updated
+			labels = itemLabels(cur)
 		}
 		res.additional = append(res.additional, extra...)
 	}
-	data, err := json.Marshal(obj.Object)
+	data, err := itemJSON(cur)
 	if err != nil {
 		return actionResult{err: fmt.Errorf("encoding %s %s: %w", gr, qualified(it.Namespace, it.Name), err)}
 	}
 	res.data = data
 	return res
+}
+
+// isRemote reports whether a plugin runs in another process.
+func isRemote(p any) bool {
+	_, ok := p.(interface{ RemotePlugin() })
+	return ok
+}
+
+// decodedItem gives in-process actions the *unstructured.Unstructured they
+// are written against.
+func decodedItem(item runtime.Unstructured) runtime.Unstructured {
+	if raw, ok := item.(*api.RawItem); ok {
+		return raw.Unstructured()
+	}
+	return item
+}
+
+// itemJSON encodes an item, or hands back its JSON when it still has it.
+func itemJSON(item runtime.Unstructured) ([]byte, error) {
+	if raw, ok := item.(*api.RawItem); ok {
+		return raw.RawJSON()
+	}
+	return json.Marshal(item.UnstructuredContent())
+}
+
+// itemLabels reads the labels of an item an action returned; for an item
+// still in JSON form only its metadata is decoded.
+func itemLabels(item runtime.Unstructured) map[string]string {
+	if raw, ok := item.(*api.RawItem); ok {
+		if data, err := raw.RawJSON(); err == nil {
+			var head itemHead
+			if json.Unmarshal(data, &head) == nil {
+				return head.Metadata.Labels
+			}
+		}
+	}
+	return (&unstructured.Unstructured{Object: item.UnstructuredContent()}).GetLabels()
 }
 
 // applyActionsToPage runs the actions on a page's items concurrently

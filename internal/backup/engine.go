@@ -118,6 +118,10 @@ type run struct {
 	// stored remembers what was written when item actions can add items,
 	// so that every item is stored once.
 	stored map[string]bool
+	// actionBackup is what item actions get as the backup: one unchanging
+	// copy for the whole run (plugin clients encode it once), without
+	// managed fields.
+	actionBackup *v1.Backup
 	// operations are the asynchronous operations item actions started;
 	// actions run concurrently, so opsMu guards them.
 	operations []itemops.BackupOperation

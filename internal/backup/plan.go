@@ -66,6 +66,8 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	}
 	if len(r.actions) > 0 {
 		r.stored = map[string]bool{}
+		r.actionBackup = r.b.DeepCopy()
+		r.actionBackup.ManagedFields = nil
 	}
 	for _, w := range resources.Warnings() {
 		r.results.Warning("", w)

@@ -38,6 +38,11 @@ type handle[T any] struct {
 	instance string
 }
 
+// RemotePlugin marks plugins that run in another process: callers may hand
+// them items still in JSON form (api.RawItem), which in-process plugins,
+// written against *unstructured.Unstructured, would not expect.
+func (hd *handle[T]) RemotePlugin() {}
+
 func (hd *handle[T]) do(call func(T) error) error {
 	for attempt := 0; ; attempt++ {
 		impl, err := hd.get()

@@ -222,7 +222,8 @@ func TestAnnotateReadsItsPluginConfigMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := out.(*unstructured.Unstructured).GetAnnotations(); got["example.com/copied-by"] != "nightly" {
+	// Items come back from a plugin still as JSON (api.RawItem).
+	if got := (&unstructured.Unstructured{Object: out.UnstructuredContent()}).GetAnnotations(); got["example.com/copied-by"] != "nightly" {
 		t.Errorf("annotations = %v, want example.com/copied-by=nightly", got)
 	}
 }

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -258,19 +259,44 @@ func encodeItemAndBackup(item runtime.Unstructured, backup *v1.Backup) ([]byte, 
 	if err != nil {
 		return nil, nil, err
 	}
-	backupJSON, err := encodeObject("backup", backup)
+	backupJSON, err := encodeBackupOnce(backup)
 	if err != nil {
 		return nil, nil, err
 	}
 	return itemJSON, backupJSON, nil
 }
 
-// returnedItem decodes the item a plugin sent back. A plugin that sent none
-// (not one built with Velero's or this SDK, which always send it) leaves the
-// item unchanged rather than lost.
+// returnedItem is the item a plugin sent back, still as JSON: a server that
+// only stores it never pays for decoding and encoding it again. A plugin
+// that sent none (not one built with Velero's or this SDK, which always
+// send it) leaves the item unchanged rather than lost.
 func returnedItem(data []byte, sent runtime.Unstructured) (runtime.Unstructured, error) {
 	if len(data) == 0 {
 		return sent, nil
 	}
-	return decodeItem("returned item", data)
+	return api.NewRawItem(data), nil
+}
+
+// sentBackup remembers the last backup encoded for a plugin call: a backup
+// sends the same Backup with every item. Callers pass one unchanging
+// Backup (by pointer) for a whole backup; a changed Backup must be a new
+// pointer.
+var sentBackup struct {
+	sync.Mutex
+	backup *v1.Backup
+	data   []byte
+}
+
+func encodeBackupOnce(backup *v1.Backup) ([]byte, error) {
+	sentBackup.Lock()
+	defer sentBackup.Unlock()
+	if backup != nil && sentBackup.backup == backup {
+		return sentBackup.data, nil
+	}
+	data, err := encodeObject("backup", backup)
+	if err != nil {
+		return nil, err
+	}
+	sentBackup.backup, sentBackup.data = backup, data
+	return data, nil
 }

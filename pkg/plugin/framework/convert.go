@@ -1,9 +1,11 @@
 package framework
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -104,6 +106,14 @@ func encodeItem(what string, item runtime.Unstructured) ([]byte, error) {
 	if item == nil {
 		return nil, fmt.Errorf("encoding the %s: there is none", what)
 	}
+	// An item still in its wire form goes out as it came in.
+	if raw, ok := item.(interface{ RawJSON() ([]byte, error) }); ok {
+		data, err := raw.RawJSON()
+		if err != nil {
+			return nil, fmt.Errorf("encoding the %s: %w", what, err)
+		}
+		return data, nil
+	}
 	data, err := json.Marshal(item.UnstructuredContent())
 	if err != nil {
 		return nil, fmt.Errorf("encoding the %s: %w", what, err)
@@ -136,11 +146,31 @@ func encodeObject(what string, obj any) ([]byte, error) {
 	return data, nil
 }
 
+// lastBackup remembers the last backup decoded on the plugin side: a
+// server sends the same backup with every item, and decoding it (managed
+// fields and all) would otherwise cost more than the plugin's own work.
+// Plugins get a copy, so one that changes it cannot affect the next call.
+var lastBackup struct {
+	sync.Mutex
+	data   []byte
+	backup *v1.Backup
+}
+
 func decodeBackup(data []byte) (*v1.Backup, error) {
+	lastBackup.Lock()
+	if lastBackup.backup != nil && bytes.Equal(lastBackup.data, data) {
+		b := lastBackup.backup.DeepCopy()
+		lastBackup.Unlock()
+		return b, nil
+	}
+	lastBackup.Unlock()
 	backup := new(v1.Backup)
 	if err := json.Unmarshal(data, backup); err != nil {
 		return nil, fmt.Errorf("decoding the backup: %w", err)
 	}
+	lastBackup.Lock()
+	lastBackup.data, lastBackup.backup = bytes.Clone(data), backup.DeepCopy()
+	lastBackup.Unlock()
 	return backup, nil
 }
 

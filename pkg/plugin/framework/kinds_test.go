@@ -21,11 +21,12 @@ const (
 
 func annotationsOf(t *testing.T, item runtime.Unstructured) map[string]string {
 	t.Helper()
-	u, ok := item.(*unstructured.Unstructured)
-	if !ok {
-		t.Fatalf("item is a %T, want *unstructured.Unstructured", item)
+	// Items come back still as JSON (api.RawItem); their content decodes
+	// the way Kubernetes decodes unstructured objects.
+	if item == nil {
+		t.Fatal("no item")
 	}
-	return u.GetAnnotations()
+	return (&unstructured.Unstructured{Object: item.UnstructuredContent()}).GetAnnotations()
 }
 
 func checkSelector(t *testing.T, sel api.ResourceSelector, err error, id string) {

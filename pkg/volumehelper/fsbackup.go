@@ -1,0 +1,124 @@
+package volumehelper
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lifeboat-io/lifeboat/pkg/policy"
+)
+
+// The pod annotations that choose volumes for fs-backup when no volume
+// policy decides, with Velero's names and meaning: comma-separated volume
+// names.
+const (
+	// VolumesToBackupAnnotation opts volumes in when the backup does not
+	// back up pod volumes by default.
+	VolumesToBackupAnnotation = "backup.velero.io/backup-volumes"
+	// VolumesToExcludeAnnotation opts volumes out when it does.
+	VolumesToExcludeAnnotation = "backup.velero.io/backup-volumes-excludes"
+)
+
+// neverFSBackedUp reports the pod volumes fs-backup never copies, whatever
+// the policy says (Velero's list).
+func (h *helper) neverFSBackedUp(vol *corev1.Volume) bool {
+	switch {
+	case vol.HostPath != nil:
+		// Not under the kubelet's pods directory, so the node agent
+		// cannot reach it.
+		return true
+	case vol.Secret != nil, vol.ConfigMap != nil:
+		// Their objects are in the backup already.
+		return true
+	case vol.Projected != nil, vol.DownwardAPI != nil:
+		// Their content is generated from API state (this covers today's
+		// service-account token volume, kube-api-access-*).
+		return true
+	case vol.PersistentVolumeClaim != nil && h.backupExcludePVC:
+		// The backup's filters leave claims out; copying their data through
+		// the pod would bring back what the user excluded.
+		return true
+	case strings.HasPrefix(vol.Name, "default-token"):
+		// The service-account token volume of clusters before projected
+		// tokens, whatever its source.
+		return true
+	}
+	return false
+}
+
+// selectedByAnnotations is the fallback when no volume policy decides: by
+// default every volume but those opted out, otherwise only those opted in.
+func (h *helper) selectedByAnnotations(volume string, annotations map[string]string) bool {
+	if h.defaultVolumesToFSBackup {
+		return !listed(annotations[VolumesToExcludeAnnotation], volume)
+	}
+	return listed(annotations[VolumesToBackupAnnotation], volume)
+}
+
+// listed reports whether name is one of the comma-separated names. Spaces
+// around names are ignored (Velero keeps them, so "a, b" never selects b
+// there); a volume name cannot contain one, so nothing else can match.
+func listed(list, name string) bool {
+	if name == "" || list == "" {
+		return false
+	}
+	for item := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(item) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// claimUse is one pod volume that mounts a claim, with what the fallbacks
+// decide for it, computed once when the pods are indexed.
+type claimUse struct {
+	pod string
+	// excluded: the volume is one fs-backup never copies.
+	excluded bool
+	// ephemeral: a generic ephemeral volume, which a policy describes by
+	// its own type rather than by the claim's PV, so a rule may pick it
+	// for fs-backup even when none matches the PV.
+	ephemeral bool
+	// annotated: the annotations and defaultVolumesToFsBackup select it.
+	annotated bool
+}
+
+func (h *helper) classifyUse(pod *corev1.Pod, vol *corev1.Volume) claimUse {
+	return claimUse{
+		pod:       pod.Namespace + "/" + pod.Name,
+		excluded:  h.neverFSBackedUp(vol),
+		ephemeral: vol.Ephemeral != nil,
+		annotated: h.selectedByAnnotations(vol.Name, pod.Annotations),
+	}
+}
+
+// fsBackedUpBy returns a pod whose fs-backup copies v's claim, or "". It is
+// asked only when no volume policy matched v; a claim volume then matches
+// none through the pod either (it is described the same way), so what
+// ShouldPerformFSBackup would answer for it is its fallback.
+func (h *helper) fsBackedUpBy(ctx context.Context, v *volume) (string, error) {
+	uses, err := h.pods.uses(ctx, v.claimNamespace, v.claimName)
+	if err != nil {
+		return "", err
+	}
+	for _, u := range uses {
+		if u.excluded {
+			continue
+		}
+		if u.ephemeral && h.policies != nil {
+			info := policy.VolumeFromPodVolume(corev1.Volume{VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}, v.pvc, nil)
+			if i, action := h.policies.MatchAction(info); i >= 0 {
+				if action.Type == policy.FSBackup {
+					return u.pod, nil
+				}
+				continue
+			}
+		}
+		if u.annotated {
+			return u.pod, nil
+		}
+	}
+	return "", nil
+}
