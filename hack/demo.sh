@@ -68,5 +68,11 @@ tar -tzf "$state/storage/backups/backups/$name/$name.tar.gz" | sort
 step "lifeboat backup logs $name"
 bin/lifeboat backup logs "$name"
 
+step "lifeboat restore create --from-backup $name --namespace-mappings demo-app:demo-app-copy --wait"
+bin/lifeboat restore create "$name-copy" --from-backup "$name" --namespace-mappings demo-app:demo-app-copy --wait
+
+step "lifeboat restore describe $name-copy --details"
+bin/lifeboat restore describe "$name-copy" --details
+
 step "Done"
-echo "The backup $name is in $state/storage. The cluster and server stop now."
+echo "The backup $name is in $state/storage; its restore is in namespace demo-app-copy. The cluster and server stop now."
