@@ -15,12 +15,12 @@ import (
 
 // newPolicyCommand groups the resource-policy verbs. validate works offline;
 // the Factory is for verbs that read the cluster.
-func newPolicyCommand(_ *Factory) *cobra.Command {
+func newPolicyCommand(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
 		Short: "Work with resource policies (volume policies and include/exclude filters)",
 	}
-	cmd.AddCommand(newPolicyValidateCommand())
+	cmd.AddCommand(newPolicyValidateCommand(), newPolicyExplainCommand(f))
 	return cmd
 }
 

@@ -20,40 +20,52 @@ const (
 	VolumesToExcludeAnnotation = "backup.velero.io/backup-volumes-excludes"
 )
 
-// neverFSBackedUp reports the pod volumes fs-backup never copies, whatever
-// the policy says (Velero's list).
-func (h *helper) neverFSBackedUp(vol *corev1.Volume) bool {
+// NeverFSBackedUpReason says why fs-backup never copies vol, whatever a
+// policy says (Velero's list), or "" when it may copy it.
+func NeverFSBackedUpReason(vol *corev1.Volume, backupExcludePVC bool) string {
 	switch {
 	case vol.HostPath != nil:
 		// Not under the kubelet's pods directory, so the node agent
 		// cannot reach it.
-		return true
+		return "hostPath volumes are never copied by fs-backup"
 	case vol.Secret != nil, vol.ConfigMap != nil:
-		// Their objects are in the backup already.
-		return true
+		return "secret and configMap volumes are never copied (their objects are in the backup)"
 	case vol.Projected != nil, vol.DownwardAPI != nil:
-		// Their content is generated from API state (this covers today's
-		// service-account token volume, kube-api-access-*).
-		return true
-	case vol.PersistentVolumeClaim != nil && h.backupExcludePVC:
-		// The backup's filters leave claims out; copying their data through
-		// the pod would bring back what the user excluded.
-		return true
+		// This covers today's service-account token volume, kube-api-access-*.
+		return "projected and downwardAPI volumes are never copied (generated from API state)"
+	case vol.PersistentVolumeClaim != nil && backupExcludePVC:
+		// Copying a claim's data through the pod would bring back what
+		// the backup's filters excluded.
+		return "the backup's filters leave claims out"
 	case strings.HasPrefix(vol.Name, "default-token"):
-		// The service-account token volume of clusters before projected
-		// tokens, whatever its source.
-		return true
+		// The token volume of clusters before projected tokens.
+		return "service-account token volumes are never copied"
 	}
-	return false
+	return ""
 }
 
-// selectedByAnnotations is the fallback when no volume policy decides: by
+func (h *helper) neverFSBackedUp(vol *corev1.Volume) bool {
+	return NeverFSBackedUpReason(vol, h.backupExcludePVC) != ""
+}
+
+// FSBackupSelection is the fallback when no volume policy decides: by
 // default every volume but those opted out, otherwise only those opted in.
-func (h *helper) selectedByAnnotations(volume string, annotations map[string]string) bool {
-	if h.defaultVolumesToFSBackup {
-		return !listed(annotations[VolumesToExcludeAnnotation], volume)
+// It says why a pod's volume is selected, or "" when it is not.
+func FSBackupSelection(annotations map[string]string, volume string, defaultVolumesToFSBackup bool) string {
+	if defaultVolumesToFSBackup {
+		if listed(annotations[VolumesToExcludeAnnotation], volume) {
+			return ""
+		}
+		return "defaultVolumesToFsBackup, not in " + VolumesToExcludeAnnotation
 	}
-	return listed(annotations[VolumesToBackupAnnotation], volume)
+	if listed(annotations[VolumesToBackupAnnotation], volume) {
+		return "listed in " + VolumesToBackupAnnotation
+	}
+	return ""
+}
+
+func (h *helper) selectedByAnnotations(volume string, annotations map[string]string) bool {
+	return FSBackupSelection(annotations, volume, h.defaultVolumesToFSBackup) != ""
 }
 
 // listed reports whether name is one of the comma-separated names. Spaces
