@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/debug"
 
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -148,10 +150,19 @@ func (s *Server) Serve() {
 		served = append(served, id.GetKind()+" "+id.GetName())
 	}
 	s.log.Debug("serving plugins", "plugins", served, "features", flags.features)
+	// A server calls an item action once per item, many at a time. A fixed
+	// pool of stream workers spares each call a fresh goroutine (whose
+	// stack grows while it decodes), and a less eager collector suits a
+	// process whose heap is small and short-lived per call.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         s.PluginSet(),
-		GRPCServer:      plugin.DefaultGRPCServer,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))...)
+		},
 	})
 }
 
