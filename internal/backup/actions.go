@@ -45,6 +45,13 @@ const actionWorkers = 16
 // invents new names forever could reach it.
 const maxAdditionalDepth = 16
 
+// executeFunc is an action's Execute in the v2 shape.
+type executeFunc = func(runtime.Unstructured, *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error)
+
+// actionLoader gets one action of a kind by name: its selector, how to
+// execute it, and whether it runs in another process.
+type actionLoader func(name string) (api.ResourceSelector, executeFunc, bool, error)
+
 // loadActions gets every backup item action, v2 first then item block
 // actions then v1, each in name order (a plugin offered as both v1 and v2
 // is called once, as v2), and resolves what it applies to.
@@ -53,71 +60,67 @@ func (r *run) loadActions(resolver selection.ResourceResolver) ([]itemAction, er
 	if p == nil {
 		return nil, nil
 	}
+	kinds := []struct {
+		kind api.Kind
+		what string
+		load actionLoader
+	}{
+		{api.KindBackupItemActionV2, "backup item action", func(name string) (api.ResourceSelector, executeFunc, bool, error) {
+			a, err := p.BackupItemActionV2(name)
+			if err != nil {
+				return api.ResourceSelector{}, nil, false, err
+			}
+			sel, err := a.AppliesTo()
+			return sel, a.Execute, isRemote(a), err
+		}},
+		// An ItemBlockAction names items that belong with an item. Velero
+		// backs such a block up together; the single writer here gets the
+		// same effect by storing them right after the item.
+		{api.KindItemBlockAction, "item block action", func(name string) (api.ResourceSelector, executeFunc, bool, error) {
+			a, err := p.ItemBlockAction(name)
+			if err != nil {
+				return api.ResourceSelector{}, nil, false, err
+			}
+			sel, err := a.AppliesTo()
+			return sel, func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
+				related, err := a.GetRelatedItems(item, b)
+				return nil, related, "", nil, err
+			}, isRemote(a), err
+		}},
+		{api.KindBackupItemAction, "backup item action", func(name string) (api.ResourceSelector, executeFunc, bool, error) {
+			a, err := p.BackupItemAction(name)
+			if err != nil {
+				return api.ResourceSelector{}, nil, false, err
+			}
+			sel, err := a.AppliesTo()
+			return sel, func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
+				updated, extra, err := a.Execute(item, b)
+				return updated, extra, "", nil, err
+			}, isRemote(a), err
+		}},
+	}
 	var out []itemAction
 	seen := map[string]bool{}
-	v2 := p.Names(api.KindBackupItemActionV2)
-	sort.Strings(v2)
-	for _, name := range v2 {
-		a, err := p.BackupItemActionV2(name)
-		if err != nil {
-			return nil, err
+	for _, k := range kinds {
+		names := p.Names(k.kind)
+		sort.Strings(names)
+		for _, name := range names {
+			if k.kind == api.KindBackupItemAction && seen[name] {
+				continue
+			}
+			sel, execute, remote, err := k.load(name)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", k.what, name, err)
+			}
+			at, err := selection.NewAppliesTo(sel, resolver)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", k.what, name, err)
+			}
+			if k.kind == api.KindBackupItemActionV2 {
+				seen[name] = true
+			}
+			out = append(out, itemAction{name: name, appliesTo: at, execute: execute, remote: remote})
 		}
-		sel, err := a.AppliesTo()
-		if err != nil {
-			return nil, fmt.Errorf("backup item action %s: AppliesTo: %w", name, err)
-		}
-		at, err := selection.NewAppliesTo(sel, resolver)
-		if err != nil {
-			return nil, fmt.Errorf("backup item action %s: %w", name, err)
-		}
-		seen[name] = true
-		out = append(out, itemAction{name: name, appliesTo: at, execute: a.Execute, remote: isRemote(a)})
-	}
-	// An ItemBlockAction names items that belong with an item. Velero backs
-	// such a block up together; the single writer here gets the same
-	// effect by storing them right after the item, like additional items.
-	blocks := p.Names(api.KindItemBlockAction)
-	sort.Strings(blocks)
-	for _, name := range blocks {
-		a, err := p.ItemBlockAction(name)
-		if err != nil {
-			return nil, err
-		}
-		sel, err := a.AppliesTo()
-		if err != nil {
-			return nil, fmt.Errorf("item block action %s: AppliesTo: %w", name, err)
-		}
-		at, err := selection.NewAppliesTo(sel, resolver)
-		if err != nil {
-			return nil, fmt.Errorf("item block action %s: %w", name, err)
-		}
-		out = append(out, itemAction{name: name, appliesTo: at, remote: isRemote(a), execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
-			related, err := a.GetRelatedItems(item, b)
-			return nil, related, "", nil, err
-		}})
-	}
-	v1names := p.Names(api.KindBackupItemAction)
-	sort.Strings(v1names)
-	for _, name := range v1names {
-		if seen[name] {
-			continue
-		}
-		a, err := p.BackupItemAction(name)
-		if err != nil {
-			return nil, err
-		}
-		sel, err := a.AppliesTo()
-		if err != nil {
-			return nil, fmt.Errorf("backup item action %s: AppliesTo: %w", name, err)
-		}
-		at, err := selection.NewAppliesTo(sel, resolver)
-		if err != nil {
-			return nil, fmt.Errorf("backup item action %s: %w", name, err)
-		}
-		out = append(out, itemAction{name: name, appliesTo: at, remote: isRemote(a), execute: func(item runtime.Unstructured, b *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, string, []api.ResourceIdentifier, error) {
-			updated, extra, err := a.Execute(item, b)
-			return updated, extra, "", nil, err
-		}})
 	}
 	return out, nil
 }
