@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 )
@@ -29,6 +30,7 @@ type clusterTypes struct {
 	dc discovery.DiscoveryInterface
 
 	mu       sync.Mutex
+	lists    []*metav1.APIResourceList
 	byGVR    map[schema.GroupVersionResource]resourceInfo
 	versions map[schema.GroupResource][]string
 }
@@ -70,9 +72,17 @@ func (c *clusterTypes) refresh() error {
 		byGVR[gvr] = info
 	}
 	c.mu.Lock()
-	c.byGVR, c.versions = byGVR, versions
+	c.lists, c.byGVR, c.versions = lists, byGVR, versions
 	c.mu.Unlock()
 	return nil
+}
+
+// resourceLists returns what discovery last said, for resolving the names
+// in a restore's resource filters.
+func (c *clusterTypes) resourceLists() []*metav1.APIResourceList {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists
 }
 
 // lookup finds gr at version; it refreshes discovery once on a miss, since

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -184,12 +183,9 @@ func (r *run) filter() (filter, error) {
 		LabelSelector:           spec.LabelSelector,
 		OrLabelSelectors:        spec.OrLabelSelectors,
 	}
-	preferred, err := r.cs.Discovery().ServerPreferredResources()
-	var failed *discovery.ErrGroupDiscoveryFailed
-	if err != nil && !errors.As(err, &failed) {
-		preferred = nil
-	}
-	resolver := selection.NewDiscoveryResolver(preferred)
+	// Discovery was just read (execute refreshes it first); reading it
+	// again for the filter's names would only cost another round trip.
+	resolver := selection.NewDiscoveryResolver(r.types.resourceLists())
 	resources, errs := selection.NewResourceFilter(bs, resolver)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid filters: %w", errors.Join(errs...))
