@@ -21,6 +21,13 @@ const (
 	// GCFailureLabel says why garbage collection could not delete an expired backup.
 	GCFailureLabel = "velero.io/gc-failure"
 
+	// BackupFinalizer keeps a Backup object until its deletion has run:
+	// deleting the object (kubectl delete backup) starts the same deletion
+	// as a DeleteBackupRequest, and the deletion controller removes the
+	// finalizer as its last step. `lifeboat backup delete --force` removes
+	// it without deleting anything else. Lifeboat's own, not Velero's.
+	BackupFinalizer = "lifeboat.io/backup-data"
+
 	// DefaultNamespace is where the server and its objects live unless told otherwise.
 	DefaultNamespace = "velero"
 	// DefaultBackupTTL is how long a backup is kept when spec.ttl is not set.

@@ -25,6 +25,9 @@ type Plugins interface {
 	BackupItemAction(name string) (api.BackupItemAction, error)
 	BackupItemActionV2(name string) (api.BackupItemActionV2, error)
 	ItemBlockAction(name string) (api.ItemBlockAction, error)
+	// VolumeSnapshotter takes native snapshots for a snapshot location's
+	// provider.
+	VolumeSnapshotter(name string) (api.VolumeSnapshotter, error)
 }
 
 // itemAction is a backup item action with its selector resolved for this
@@ -274,6 +277,9 @@ func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []r
 // errors are returned.
 func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType, it rawItem, pre *actionResult, depth int) error {
 	gr := rt.GroupResource()
+	if gr == pvResource && r.volumes.hasPV(it.Name) {
+		return nil // stored already, with its claim
+	}
 	if r.stored != nil {
 		k := gr.String() + "/" + it.Namespace + "/" + it.Name
 		if r.stored[k] {
@@ -300,6 +306,11 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 	ref := archive.ItemRef{GroupResource: gr.String(), Version: rt.GVR.Version, Namespace: it.Namespace, Name: it.Name}
 	if err := aw.WriteItem(ref, data); err != nil {
 		return fmt.Errorf("writing the archive: %w", err)
+	}
+	if err := r.volumes.observe(gr, data); err != nil {
+		r.results.Error(it.Namespace, fmt.Sprintf("%s %s: %v", gr, qualified(it.Namespace, it.Name), err))
+	} else if gr == pvcResource {
+		additional = append(additional, r.claimVolume(it.Namespace, it.Name)...)
 	}
 	r.addToResourceList(rt, it.Namespace, it.Name)
 	if it.Namespace != "" {
@@ -343,6 +354,20 @@ func (r *run) writeAdditional(ctx context.Context, aw *archive.Writer, id api.Re
 		return nil
 	}
 	return r.writeItem(ctx, aw, rt, it, nil, depth)
+}
+
+// claimVolume names a bound claim's PersistentVolume as an additional
+// item, as Velero's built-in claim action does, so that a backup of
+// namespaces carries the volumes its claims use (unless the filters leave
+// cluster-scoped items out, which writeAdditional checks).
+func (r *run) claimVolume(namespace, name string) []api.ResourceIdentifier {
+	r.volumes.mu.Lock()
+	pvc := r.volumes.pvcs[namespace+"/"+name]
+	r.volumes.mu.Unlock()
+	if pvc == nil || pvc.Spec.VolumeName == "" {
+		return nil
+	}
+	return []api.ResourceIdentifier{{GroupResource: pvResource, Name: pvc.Spec.VolumeName}}
 }
 
 func qualified(ns, name string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -26,6 +27,8 @@ type fakePlugins struct {
 	v1     map[string]api.BackupItemAction
 	v2     map[string]api.BackupItemActionV2
 	blocks map[string]api.ItemBlockAction
+	// snapshotters are by provider name.
+	snapshotters map[string]api.VolumeSnapshotter
 }
 
 func (f fakePlugins) Names(kind api.Kind) []string {
@@ -55,6 +58,12 @@ func (f fakePlugins) ItemBlockAction(name string) (api.ItemBlockAction, error) {
 }
 func (f fakePlugins) BackupItemActionV2(name string) (api.BackupItemActionV2, error) {
 	return f.v2[name], nil
+}
+func (f fakePlugins) VolumeSnapshotter(name string) (api.VolumeSnapshotter, error) {
+	if vs, ok := f.snapshotters[name]; ok {
+		return vs, nil
+	}
+	return nil, fmt.Errorf("no VolumeSnapshotter %q", name)
 }
 
 // annotate marks configmaps and asks for the secret named in their data.

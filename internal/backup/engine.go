@@ -17,10 +17,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
@@ -29,6 +32,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/volumes"
 )
 
 // Engine runs backups against one cluster.
@@ -41,6 +45,9 @@ type Engine struct {
 	Plugins Plugins
 	// Log receives one line per backup (start, end) and per failure.
 	Log *slog.Logger
+	// Client reads what volume decisions need (the resource policy,
+	// claims, pods, snapshot locations).
+	Client crclient.Client
 }
 
 // NewEngine builds an engine over the cluster cfg points at.
@@ -56,11 +63,23 @@ func NewEngine(cfg *rest.Config, listWorkers int, log *slog.Logger) (*Engine, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the client scheme: %w", err)
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the client scheme: %w", err)
+	}
+	c, err := crclient.New(cfg, crclient.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating kubernetes client: %w", err)
+	}
 	return &Engine{
 		discovery:   cs.Discovery(),
 		lister:      pageLister{client: cs.CoreV1().RESTClient()},
 		ListWorkers: listWorkers,
 		Log:         log,
+		Client:      c,
 	}, nil
 }
 
@@ -128,6 +147,12 @@ type run struct {
 	opsMu      sync.Mutex
 	backedUp   int
 	lastReport time.Time
+
+	// volumes are the stored PVs, claims and pods; after the archive, each
+	// volume's decision fills volumeInfos and, for snapshots, snapshots.
+	volumes     *storedVolumes
+	volumeInfos []volumes.BackupVolumeInfo
+	snapshots   []volumes.Snapshot
 }
 
 func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
@@ -139,7 +164,7 @@ func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress Progre
 		progress = func(v1.BackupProgress) {}
 	}
 	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: map[string][]string{}, namespacesWithItems: map[string]bool{},
-		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}}, nil
+		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}, volumes: newStoredVolumes()}, nil
 }
 
 func (r *run) close() { r.log.Discard() }
@@ -220,7 +245,7 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	if werr != nil {
 		return werr
 	}
-	return nil
+	return r.decideVolumes(ctx)
 }
 
 func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
@@ -324,9 +349,15 @@ func (r *run) finish(ctx context.Context, out Outcome, res results.Results) erro
 			}
 			return r.store.PutItemOperations(ctx, name, ops)
 		}},
-		{"volume snapshots", func() error { return r.store.PutVolumeSnapshots(ctx, name, nil) }},
+		{"volume snapshots", func() error { return r.store.PutVolumeSnapshots(ctx, name, r.snapshots) }},
 		{"pod volume backups", func() error { return r.store.PutPodVolumeBackups(ctx, name, nil) }},
-		{"volume info", func() error { return r.store.PutVolumeInfo(ctx, name, []any{}) }},
+		{"volume info", func() error {
+			infos := r.volumeInfos
+			if infos == nil {
+				infos = []volumes.BackupVolumeInfo{}
+			}
+			return r.store.PutVolumeInfo(ctx, name, infos)
+		}},
 		{"log", func() error { return r.uploadLog(ctx) }},
 		{"metadata", func() error { return r.putMetadata(ctx, out) }},
 	}

@@ -1,10 +1,17 @@
 package backup
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
+
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
+	"github.com/lifeboat-io/lifeboat/pkg/policy"
+	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
 
 // Validate returns every problem with spec, one message per problem, each
@@ -22,18 +29,6 @@ func Validate(spec *v1.BackupSpec) []string {
 	if len(spec.OrderedResources) > 0 {
 		unsupported("spec.orderedResources", "items are stored in a fixed order")
 	}
-	if isTrue(spec.SnapshotVolumes) {
-		unsupported("spec.snapshotVolumes", "no volume snapshotter is configured; set it to false")
-	}
-	if len(spec.VolumeSnapshotLocations) > 0 {
-		unsupported("spec.volumeSnapshotLocations", "volume snapshots are not taken")
-	}
-	if isTrue(spec.DefaultVolumesToFsBackup) {
-		unsupported("spec.defaultVolumesToFsBackup", "there is no file-system backup agent")
-	}
-	if isTrue(spec.DefaultVolumesToRestic) {
-		unsupported("spec.defaultVolumesToRestic", "there is no file-system backup agent")
-	}
 	if isTrue(spec.SnapshotMoveData) {
 		unsupported("spec.snapshotMoveData", "there is no data mover")
 	}
@@ -42,9 +37,6 @@ func Validate(spec *v1.BackupSpec) []string {
 	}
 	if spec.UploaderConfig != nil && len(spec.UploaderConfig.Raw) > 0 && string(spec.UploaderConfig.Raw) != "{}" && string(spec.UploaderConfig.Raw) != "null" {
 		unsupported("spec.uploaderConfig", "there is no file-system uploader")
-	}
-	if spec.ResourcePolicy != nil {
-		unsupported("spec.resourcePolicy", "resource policies are not applied")
 	}
 	if spec.VolumeGroupSnapshotLabelKey != "" {
 		unsupported("spec.volumeGroupSnapshotLabelKey", "volume group snapshots are not taken")
@@ -68,3 +60,25 @@ func Validate(spec *v1.BackupSpec) []string {
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
+
+// ValidateVolumes checks what the backup's volume decisions depend on,
+// reading from the cluster: the resource policy (every problem, each naming
+// the ConfigMap, the policy and the field) and the volume snapshot
+// locations. It returns the locations to record in
+// spec.volumeSnapshotLocations.
+func ValidateVolumes(ctx context.Context, c crclient.Reader, b *v1.Backup) (snapshotLocations []string, msgs []string) {
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := volumehelper.LoadPolicies(cctx, b, c); err != nil {
+		var verr *policy.ValidationError
+		if errors.As(err, &verr) {
+			for _, m := range verr.Messages() {
+				msgs = append(msgs, "spec.resourcePolicy: "+m)
+			}
+		} else {
+			msgs = append(msgs, "spec.resourcePolicy: "+err.Error())
+		}
+	}
+	locs, lmsgs := ResolveSnapshotLocations(cctx, c, b)
+	return locs, append(msgs, lmsgs...)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,12 +103,18 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	if bsl.Spec.AccessMode == v1.BackupStorageLocationAccessModeReadOnly {
 		return r.failValidation(ctx, b, []string{fmt.Sprintf("spec.storageLocation: BackupStorageLocation %q is ReadOnly; choose a ReadWrite location or change its spec.accessMode", bsl.Name)})
 	}
+	snapshotLocations, msgs := backup.ValidateVolumes(ctx, r.APIReader, b)
+	if len(msgs) > 0 {
+		return r.failValidation(ctx, b, msgs)
+	}
 
-	// Record the location the backup goes to, as Velero does, so that
-	// `backup get` and later deletion know where it is.
-	if b.Spec.StorageLocation != bsl.Name || b.Labels[v1.StorageLocationLabel] != v1.LabelValue(bsl.Name) {
+	// Record the locations the backup goes to, as Velero does, so that
+	// `backup get` and later deletion know where it and its snapshots are.
+	if b.Spec.StorageLocation != bsl.Name || b.Labels[v1.StorageLocationLabel] != v1.LabelValue(bsl.Name) ||
+		!slices.Equal(b.Spec.VolumeSnapshotLocations, snapshotLocations) {
 		orig := b.DeepCopy()
 		b.Spec.StorageLocation = bsl.Name
+		b.Spec.VolumeSnapshotLocations = snapshotLocations
 		if b.Labels == nil {
 			b.Labels = map[string]string{}
 		}

@@ -50,7 +50,7 @@ func NewVolumeHelperForBackup(ctx context.Context, backup *v1.Backup, client crc
 // namespace. It returns nil, nil when the backup names none. Unlike
 // Velero, which ignores a reference of another kind, it refuses one: a
 // policy silently not applied would back volumes up the wrong way.
-func LoadPolicies(ctx context.Context, backup *v1.Backup, client crclient.Client) (*policy.Policies, error) {
+func LoadPolicies(ctx context.Context, backup *v1.Backup, client crclient.Reader) (*policy.Policies, error) {
 	ref := backup.Spec.ResourcePolicy
 	if ref == nil {
 		return nil, nil

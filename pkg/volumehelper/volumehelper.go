@@ -47,6 +47,11 @@ type VolumeHelper interface {
 	// matches the volume and a copy of its parameters; found is false when
 	// no volume policy matches.
 	GetActionParameters(obj runtime.Unstructured, groupResource schema.GroupResource) (found bool, actionType string, params map[string]any, err error)
+	// DecideVolume returns the decision for a PersistentVolume or claim and
+	// why it was taken (see Decision).
+	DecideVolume(obj runtime.Unstructured, groupResource schema.GroupResource) (Decision, error)
+	// DecidePodVolume returns the decision for one volume of a pod and why.
+	DecidePodVolume(volume corev1.Volume, pod corev1.Pod) (Decision, error)
 }
 
 // The group/resources a VolumeHelper accepts.
@@ -100,8 +105,11 @@ type config struct {
 type helper struct {
 	// policies is nil when there are no volume policies, so that a policy
 	// holding only includeExcludePolicy changes no volume decision.
-	policies                 *policy.Policies
-	snapshotVolumes          bool
+	policies        *policy.Policies
+	snapshotVolumes bool
+	// snapshotVolumesSet tells an explicit snapshotVolumes=true from an
+	// unset one, for the reason a decision gives.
+	snapshotVolumesSet       bool
 	defaultVolumesToFSBackup bool
 	backupExcludePVC         bool
 	log                      *slog.Logger
@@ -121,6 +129,7 @@ func newHelper(c config) (*helper, error) {
 		// Copied, so a caller reusing its variable cannot change a helper
 		// other workers are using.
 		snapshotVolumes:          c.snapshotVolumes == nil || *c.snapshotVolumes,
+		snapshotVolumesSet:       c.snapshotVolumes != nil,
 		defaultVolumesToFSBackup: c.defaultVolumesToFSBackup,
 		backupExcludePVC:         c.backupExcludePVC,
 		log:                      c.logger,

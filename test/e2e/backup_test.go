@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -308,7 +309,8 @@ func TestBackupValidation(t *testing.T) {
 		want string
 	}{
 		{"unsupported hooks", v1.BackupSpec{Hooks: &runtime.RawExtension{Raw: []byte(`{"resources":[{"name":"h"}]}`)}}, "spec.hooks"},
-		{"unsupported volume snapshots", v1.BackupSpec{SnapshotVolumes: ptr.To(true)}, "spec.snapshotVolumes"},
+		{"unknown volume snapshot location", v1.BackupSpec{VolumeSnapshotLocations: []string{"no-such-vsl"}}, "spec.volumeSnapshotLocations"},
+		{"missing resource policy", v1.BackupSpec{ResourcePolicy: &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "no-such-policy"}}, "spec.resourcePolicy"},
 		{"star in excludes", v1.BackupSpec{ExcludedNamespaces: []string{"*"}}, "spec.excludedNamespaces"},
 		{"namespace both included and excluded", v1.BackupSpec{IncludedNamespaces: []string{"x"}, ExcludedNamespaces: []string{"x"}}, "spec.excludedNamespaces"},
 		{"both label selector kinds", v1.BackupSpec{

@@ -1,0 +1,103 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+)
+
+// Method is how a volume's data was backed up, with Velero's names.
+type Method string
+
+// The methods Lifeboat records. Velero also knows CSISnapshot.
+const (
+	NativeSnapshot  Method = "NativeSnapshot"
+	PodVolumeBackup Method = "PodVolumeBackup"
+)
+
+// Result says whether a volume's data was backed up.
+type Result string
+
+// Results, with Velero's values.
+const (
+	ResultSucceeded Result = "succeeded"
+	ResultFailed    Result = "failed"
+)
+
+// BackupVolumeInfo is one volume's entry in <name>-volumeinfo.json.gz. The
+// fields up to PVInfo are Velero's (its tools read them); Decision is
+// Lifeboat's and says which action was taken and why.
+type BackupVolumeInfo struct {
+	PVCName               string       `json:"pvcName,omitempty"`
+	PVCNamespace          string       `json:"pvcNamespace,omitempty"`
+	PVName                string       `json:"pvName,omitempty"`
+	BackupMethod          Method       `json:"backupMethod,omitempty"`
+	SnapshotDataMoved     bool         `json:"snapshotDataMoved"`
+	PreserveLocalSnapshot bool         `json:"preserveLocalSnapshot"`
+	Skipped               bool         `json:"skipped"`
+	SkippedReason         string       `json:"skippedReason,omitempty"`
+	StartTimestamp        *metav1.Time `json:"startTimestamp,omitempty"`
+	CompletionTimestamp   *metav1.Time `json:"completionTimestamp,omitempty"`
+	Result                Result       `json:"result,omitempty"`
+
+	NativeSnapshotInfo *NativeSnapshotInfo `json:"nativeSnapshotInfo,omitempty"`
+	// PVBInfo names the pod volume for volumes reached through a pod.
+	PVBInfo *PodVolumeInfo `json:"pvbInfo,omitempty"`
+	PVInfo  *PVInfo        `json:"pvInfo,omitempty"`
+
+	Decision *Decision `json:"lifeboatDecision,omitempty"`
+}
+
+// NativeSnapshotInfo describes a snapshot taken by a VolumeSnapshotter.
+type NativeSnapshotInfo struct {
+	SnapshotHandle string        `json:"snapshotHandle"`
+	VolumeType     string        `json:"volumeType"`
+	VolumeAZ       string        `json:"volumeAZ"`
+	IOPS           string        `json:"iops"`
+	Phase          SnapshotPhase `json:"Phase,omitempty"`
+}
+
+// PodVolumeInfo names a pod's volume.
+type PodVolumeInfo struct {
+	VolumeName   string `json:"volumeName"`
+	PodName      string `json:"podName"`
+	PodNamespace string `json:"podNamespace"`
+}
+
+// PVInfo keeps what a restore needs to recreate the PV as it was.
+type PVInfo struct {
+	ReclaimPolicy string            `json:"reclaimPolicy"`
+	Labels        map[string]string `json:"labels"`
+}
+
+// Decision is the volume policy outcome for one volume.
+type Decision struct {
+	// Action is snapshot, fs-backup, skip or custom.
+	Action string `json:"action"`
+	// Rule is the index of the volume policy that matched; nil when a
+	// fallback decided.
+	Rule       *int           `json:"rule,omitempty"`
+	Parameters map[string]any `json:"parameters,omitempty"`
+	// Reason is the fallback used, or why the action was not carried out.
+	Reason string `json:"reason,omitempty"`
+	// ClaimedBy is the plugin that handled a custom action.
+	ClaimedBy string `json:"claimedBy,omitempty"`
+}
+
+// GetVolumeInfo reads a backup's volume information; a backup without the
+// file has none.
+func GetVolumeInfo(ctx context.Context, store *storage.BackupStore, backup string) ([]BackupVolumeInfo, error) {
+	var infos []BackupVolumeInfo
+	err := store.GetGzipJSON(ctx, store.BackupKey(backup, storage.BackupVolumeInfoFile(backup)), &infos)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the volume information of backup %s: %w", backup, err)
+	}
+	return infos, nil
+}
