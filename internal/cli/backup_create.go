@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +36,9 @@ type backupSpecFlags struct {
 	ttl                     time.Duration
 	storageLocation         string
 	snapshotVolumes         optionalBool
+	defaultVolumesToFS      optionalBool
+	snapshotLocations       []string
+	resourcePolicy          string
 	labels                  map[string]string
 }
 
@@ -97,6 +101,10 @@ func (o *backupSpecFlags) bind(fl *pflag.FlagSet, target string) {
 	fl.StringVar(&o.storageLocation, "storage-location", "", "backup storage location to write to (default: the default location)")
 	fl.Var(&o.snapshotVolumes, "snapshot-volumes", "take native snapshots of persistent volumes (unset: the server decides)")
 	fl.Lookup("snapshot-volumes").NoOptDefVal = "true"
+	fl.StringSliceVar(&o.snapshotLocations, "volume-snapshot-locations", nil, "VolumeSnapshotLocations to take native snapshots in, comma-separated, at most one per provider (default: the only location of each provider)")
+	fl.StringVar(&o.resourcePolicy, "resource-policies-configmap", "", "ConfigMap (in the server's namespace) holding the resource policy that chooses each volume's action")
+	fl.Var(&o.defaultVolumesToFS, "default-volumes-to-fs-backup", "choose fs-backup for every pod volume not opted out (recorded, with a warning: Lifeboat has no file-system data mover yet)")
+	fl.Lookup("default-volumes-to-fs-backup").NoOptDefVal = "true"
 	fl.StringToStringVar(&o.labels, "labels", nil, "labels for "+target+", as key=value,key=value")
 }
 
@@ -111,13 +119,18 @@ func (o *backupSpecFlags) spec(ttlSet bool) (v1.BackupSpec, error) {
 		return v1.BackupSpec{}, errors.New("--selector and --or-selector cannot be used together")
 	}
 	spec := v1.BackupSpec{
-		IncludedNamespaces:      o.includeNamespaces,
-		ExcludedNamespaces:      o.excludeNamespaces,
-		IncludedResources:       o.includeResources,
-		ExcludedResources:       o.excludeResources,
-		IncludeClusterResources: o.includeClusterResources.value,
-		SnapshotVolumes:         o.snapshotVolumes.value,
-		StorageLocation:         o.storageLocation,
+		IncludedNamespaces:       o.includeNamespaces,
+		ExcludedNamespaces:       o.excludeNamespaces,
+		IncludedResources:        o.includeResources,
+		ExcludedResources:        o.excludeResources,
+		IncludeClusterResources:  o.includeClusterResources.value,
+		SnapshotVolumes:          o.snapshotVolumes.value,
+		DefaultVolumesToFsBackup: o.defaultVolumesToFS.value,
+		VolumeSnapshotLocations:  o.snapshotLocations,
+		StorageLocation:          o.storageLocation,
+	}
+	if o.resourcePolicy != "" {
+		spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: o.resourcePolicy}
 	}
 	if ttlSet {
 		spec.TTL = metav1.Duration{Duration: o.ttl}

@@ -26,15 +26,25 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 	cmd := newDescribeCommand(f, backupKind,
 		"Describe prints a backup's spec and status for people to read.\n"+
 			"With --details it also lists every backed-up resource, read from the backup's resource list\n"+
-			"through the server. -o json|yaml prints the Backup objects instead.",
+			"through the server, and every volume with the action taken (snapshot, fs-backup, skip, custom),\n"+
+			"the volume policy rule or fallback that chose it, and the outcome. -o json|yaml prints the Backup objects instead.",
 		func(ctx context.Context, c client.Client, w io.Writer, b *v1.Backup) error {
 			var list *resourceListResult
+			var vols *volumeInfoResult
 			if details {
-				list = fetchResourceList(ctx, f.downloader(c, timeout), v1.DownloadTargetKindBackupResourceList, b.Name)
+				d := f.downloader(c, timeout)
+				list = fetchResourceList(ctx, d, v1.DownloadTargetKindBackupResourceList, b.Name)
+				vols = fetchVolumeInfo(ctx, d, b.Name)
 			}
-			return f.describeBackup(w, b, list)
+			if err := f.describeBackup(w, b, list); err != nil {
+				return err
+			}
+			if vols != nil {
+				return describeVolumes(w, vols)
+			}
+			return nil
 		})
-	cmd.Flags().BoolVar(&details, "details", false, "also list the backed-up resources")
+	cmd.Flags().BoolVar(&details, "details", false, "also list the backed-up resources and the volume decisions")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the resource list (--details)")
 	return cmd
 }

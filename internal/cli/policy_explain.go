@@ -316,7 +316,8 @@ func explainClaim(spec *explainSpec, policies *policy.Policies, pvc *corev1.Pers
 		return e
 	}
 	if unbound != "" {
-		e.fallback("error", "none, "+unbound+"; the backup reports an error for it (a rule with pvcPhase [Pending, Lost] and action skip leaves such claims out)")
+		// As the backup decides it (volumehelper.DecideVolume): no data.
+		e.fallback(string(policy.Skip), unbound+": no volume data to back up")
 		return e
 	}
 	switch pod := fsBackupPod(spec, policies, pvc, pods); {

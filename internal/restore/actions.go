@@ -20,6 +20,9 @@ type Plugins interface {
 	Names(kind api.Kind) []string
 	RestoreItemAction(name string) (api.RestoreItemAction, error)
 	RestoreItemActionV2(name string) (api.RestoreItemActionV2, error)
+	// VolumeSnapshotter creates volumes from native snapshots for a
+	// snapshot location's provider.
+	VolumeSnapshotter(name string) (api.VolumeSnapshotter, error)
 }
 
 // additionalItemsTimeout bounds the wait for additional items an action

@@ -34,6 +34,9 @@ func (f fakePlugins) RestoreItemAction(name string) (api.RestoreItemAction, erro
 func (f fakePlugins) RestoreItemActionV2(string) (api.RestoreItemActionV2, error) {
 	return nil, errors.New("none")
 }
+func (f fakePlugins) VolumeSnapshotter(name string) (api.VolumeSnapshotter, error) {
+	return nil, errors.New("no VolumeSnapshotter " + name)
+}
 
 // tweak skips configmaps labelled skip=true, rewrites the data of the
 // others, asks for the secret they name, and fails on "poison".

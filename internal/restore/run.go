@@ -26,6 +26,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/volumes"
 )
 
 // createWorkers bounds concurrent creates within one resource type. Items
@@ -75,6 +76,11 @@ type run struct {
 	// resourceList is "v1/ConfigMap" -> "ns/name(created)", as Velero writes it.
 	resourceList map[string][]string
 	lastReport   time.Time
+
+	// snapshots are the backup's completed native snapshots by PV name;
+	// volumeInfos record the volumes restored from them.
+	snapshots   map[string]volumes.Snapshot
+	volumeInfos []volumes.RestoreVolumeInfo
 }
 
 type ownerFixup struct {
@@ -156,6 +162,9 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	r.total = sp.total()
 	r.report(true)
+	if err := r.loadSnapshots(ctx); err != nil {
+		return err
+	}
 
 	for _, gr := range restoreOrder(sp.groupResources()) {
 		if err := ctx.Err(); err != nil {
@@ -294,6 +303,15 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 		r.log.Info("persistent volume not restored: spec.restorePVs is false", "name", obj.GetName())
 		r.record(obj, "skipped")
 		return obj.GetName(), false
+	}
+	if gr == grPVs {
+		withData, err := r.restoreVolumeData(ctx, obj)
+		if err != nil {
+			r.itemError("", gr, it.Name, err)
+			r.record(obj, "failed")
+			return "", false
+		}
+		obj = withData
 	}
 	var fromBackup *unstructured.Unstructured
 	if len(r.actions) > 0 {
@@ -496,9 +514,21 @@ func (r *run) upload(ctx context.Context, res results.Results) error {
 		r.store.PutRestoreResults(ctx, name, res),
 		r.store.PutRestoreResourceList(ctx, name, r.resourceList),
 		r.store.PutRestoreItemOperations(ctx, name, []any{}),
-		r.store.PutRestoreVolumeInfo(ctx, name, []any{}),
+		r.store.PutRestoreVolumeInfo(ctx, name, r.restoredVolumes()),
 		r.store.PutRestoreLog(ctx, name, logs),
 	)
+}
+
+// restoredVolumes is the restore's volume information, never null (Velero
+// writes an empty list).
+func (r *run) restoredVolumes() []volumes.RestoreVolumeInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.volumeInfos == nil {
+		return []volumes.RestoreVolumeInfo{}
+	}
+	sort.Slice(r.volumeInfos, func(i, j int) bool { return r.volumeInfos[i].PVName < r.volumeInfos[j].PVName })
+	return r.volumeInfos
 }
 
 func qualified(ns, name string) string {

@@ -101,3 +101,14 @@ func GetVolumeInfo(ctx context.Context, store *storage.BackupStore, backup strin
 	}
 	return infos, nil
 }
+
+// RestoreVolumeInfo is one volume's entry in a restore's
+// <restore>-volumeinfo.json.gz, with Velero's field names.
+type RestoreVolumeInfo struct {
+	PVCName            string              `json:"pvcName,omitempty"`
+	PVCNamespace       string              `json:"pvcNamespace,omitempty"`
+	PVName             string              `json:"pvName,omitempty"`
+	RestoreMethod      Method              `json:"restoreMethod,omitempty"`
+	SnapshotDataMoved  bool                `json:"snapshotDataMoved"`
+	NativeSnapshotInfo *NativeSnapshotInfo `json:"nativeSnapshotInfo,omitempty"`
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/storage/pluginstore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/storagetest"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
+	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/config"
 )
@@ -96,19 +97,12 @@ func TestExampleActionsInABackup(t *testing.T) {
 		}
 	})
 
-	t.Run("custom-volume: the stored claim says who handled its volume", func(t *testing.T) {
+	t.Run("custom-volume: a claim no volume policy gives the custom action is left alone", func(t *testing.T) {
 		pvc := storedItem(t, entries, "persistentvolumeclaims", ns, "data")
-		var rec map[string]string
-		if err := json.Unmarshal([]byte(pvc.GetAnnotations()[customVolumeKey]), &rec); err != nil {
-			t.Fatalf("annotation %s on the stored claim: %v (annotations %v)", customVolumeKey, err, pvc.GetAnnotations())
-		}
-		if rec["handledBy"] != "example.io/custom-volume" || rec["backup"] != b.Name || rec["storageClass"] != "example-no-provisioner" || rec["handle"] == "" {
-			t.Errorf("record = %v", rec)
-		}
-		// The preferred-version copy is the same item.
-		copyPath := "resources/persistentvolumeclaims/v1-preferredversion/namespaces/" + ns + "/data.json"
-		if string(entries[copyPath]) != string(entries["resources/persistentvolumeclaims/namespaces/"+ns+"/data.json"]) {
-			t.Errorf("%s differs from the main copy", copyPath)
+		for _, key := range []string{customVolumeKey, volumehelper.ClaimedByAnnotation} {
+			if v, ok := pvc.GetAnnotations()[key]; ok {
+				t.Errorf("stored claim has %s=%q without a custom volume policy", key, v)
+			}
 		}
 	})
 

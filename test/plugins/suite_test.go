@@ -41,6 +41,9 @@ var (
 // examples/plugins (the binary gets the directory's name).
 var examples = []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter"}
 
+// customVolumeB is the name of a second build of the custom-volume example.
+const customVolumeB = "example.io/custom-volume-b"
+
 // compatBinary is the Velero-SDK plugin's file name in the plugin dir.
 const compatBinary = "velero-sdk-plugin"
 
@@ -115,6 +118,13 @@ func buildPlugins() error {
 		cmd.Dir = moduleRoot
 		if b, err := cmd.CombinedOutput(); err != nil {
 			exampleErr = fmt.Errorf("building the example plugins: %v\n%s", err, b)
+			return
+		}
+		// A second custom-action plugin, told apart by its parameters.
+		cmd = exec.Command("go", "build", "-ldflags", "-X main.name="+customVolumeB, "-o", filepath.Join(pluginDir, "custom-volume-b"), "./examples/plugins/custom-volume")
+		cmd.Dir = moduleRoot
+		if b, err := cmd.CombinedOutput(); err != nil {
+			exampleErr = fmt.Errorf("building the second custom-volume plugin: %v\n%s", err, b)
 		}
 	})
 	wg.Go(func() {

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -24,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
@@ -119,7 +116,7 @@ func (a *annotate) Execute(item runtime.Unstructured, backup *v1.Backup) (runtim
 // "example.io/annotate: BackupItemAction". Without a cluster to ask (no
 // in-cluster config and no KUBECONFIG), the defaults apply.
 func readConfig() (map[string]string, error) {
-	cfg, err := kubeConfig()
+	cfg, err := config.KubeConfig()
 	if err != nil || cfg == nil {
 		return nil, err
 	}
@@ -129,35 +126,9 @@ func readConfig() (map[string]string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cm, err := config.Get(ctx, client, serverNamespace(), api.KindBackupItemAction, Name)
+	cm, err := config.Get(ctx, client, config.ServerNamespace(), api.KindBackupItemAction, Name)
 	if err != nil || cm == nil {
 		return nil, err
 	}
 	return cm.Data, nil
-}
-
-// serverNamespace is where the plugin's ConfigMap lives. The plugin process
-// inherits the server's environment; Velero's install sets VELERO_NAMESPACE.
-func serverNamespace() string {
-	if ns := os.Getenv("VELERO_NAMESPACE"); ns != "" {
-		return ns
-	}
-	return "velero"
-}
-
-// kubeConfig is the in-cluster config when the server runs in a pod, else
-// the file named by KUBECONFIG; nil when there is neither.
-func kubeConfig() (*rest.Config, error) {
-	if cfg, err := rest.InClusterConfig(); err == nil {
-		return cfg, nil
-	}
-	path := os.Getenv("KUBECONFIG")
-	if path == "" {
-		return nil, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("reading KUBECONFIG %s: %w", path, err)
-	}
-	return cfg, nil
 }
