@@ -12,6 +12,7 @@
 #   BENCH_SKIP_RESTORE 1: no restore measurement
 #   BENCH_PLUGIN_N     plugin overhead: comma-separated numbers of ConfigMaps (default 10000)
 #   BENCH_SKIP_PLUGIN  1: no plugin overhead measurement
+#   BENCH_SKIP_POLICY  1: no volume policy evaluation measurement (10,000 claims, 20,000 pods)
 #   BENCH_RUNS         measured runs per N, backup, restore and plugin; the tables show medians (default 3)
 #   BENCH_WARMUP       unmeasured backup runs of each side per N first (default 1; plugin: per server process)
 #   BENCH_RESTORE_WARMUP unmeasured restore runs of each side per N first (default 0)
@@ -79,4 +80,15 @@ if [[ -n "${BENCH_OUT:-}" ]]; then
 	"$tools/backupbench" "${args[@]}" "$@" | tee "$BENCH_OUT"
 else
 	"$tools/backupbench" "${args[@]}" "$@"
+fi
+
+# Volume policy evaluation needs no cluster: it runs last, on its own.
+if [[ "${BENCH_SKIP_POLICY:-}" != 1 ]]; then
+	echo >&2 "volume policy evaluation: 10,000 claims, 20,000 pods"
+	"$GO" build -o "$tools/policybench" ./bench/policybench
+	if [[ -n "${BENCH_OUT:-}" ]]; then
+		{ echo; echo "## Volume policy evaluation"; echo; "$tools/policybench" -runs "${BENCH_RUNS:-3}"; } | tee -a "$BENCH_OUT"
+	else
+		echo; echo "## Volume policy evaluation"; echo; "$tools/policybench" -runs "${BENCH_RUNS:-3}"
+	fi
 fi
