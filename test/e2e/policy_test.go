@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
 
 // policy validate and explain against a real API server: PVCs of two
@@ -38,12 +40,41 @@ func TestPolicyValidateAndExplain(t *testing.T) {
 		t.Errorf("validate: %s", out)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("version: v1\nvolumePolicies:\n- conditions: {capacity: \"10Gi,1Gi\"}\n  action: {type: archive}\n"), 0o600); err != nil {
+	badYAML := "version: v1\nvolumePolicies:\n- conditions: {capacity: \"10Gi,1Gi\"}\n  action: {type: archive}\n" +
+		"- conditions: {csi: {volumeAttributes: {a: b}}}\n  action: {type: skip}\n"
+	if err := os.WriteFile(bad, []byte(badYAML), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := lifeboat(t, "policy", "validate", bad)
 	if err == nil || !strings.Contains(out, "volumePolicies[0].conditions.capacity") || !strings.Contains(out, "volumePolicies[0].action.type") {
 		t.Errorf("validate of a bad policy: %v\n%s", err, out)
+	}
+
+	// A backup naming the same policy fails validation with the same
+	// messages, and writes nothing.
+	bsl, storeDir := env.FilesystemLocation(t, env.Name("fs"))
+	cm := env.Name("bad-policy")
+	env.Create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: cm}, Data: map[string]string{"policy.yaml": badYAML}})
+	b := newBackup(t, bsl.Name, v1.BackupSpec{IncludedNamespaces: []string{ns}, ResourcePolicy: &corev1.TypedLocalObjectReference{Kind: "configmap", Name: cm}})
+	if b.Status.Phase != v1.BackupPhaseFailedValidation {
+		t.Fatalf("backup with an invalid policy: phase %s, want FailedValidation", b.Status.Phase)
+	}
+	validation := strings.Join(b.Status.ValidationErrors, "\n")
+	lines := 0
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(line, "volumePolicies[") {
+			continue
+		}
+		lines++
+		if !strings.Contains(validation, line) {
+			t.Errorf("the backup's validation errors lack %q:\n%s", line, validation)
+		}
+	}
+	if lines != 3 || !strings.Contains(validation, "spec.resourcePolicy") || !strings.Contains(validation, "ConfigMap "+env.Namespace+"/"+cm) {
+		t.Errorf("policy validate printed %d problems (want 3); validation errors:\n%s", lines, validation)
+	}
+	if _, err := os.Stat(filepath.Join(storeDir, "lifeboat", "backups", b.Name)); !os.IsNotExist(err) {
+		t.Errorf("a backup that failed validation wrote to storage (stat: %v)", err)
 	}
 
 	var rows []struct {
