@@ -5,27 +5,255 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // DeleteBackupRequestSpec names the backup to delete.
 type DeleteBackupRequestSpec struct {
 	BackupName string `json:"backupName"`
+	// DryRun asks for the deletion's plan only: the server fills
+	// status.plan and ends the request Processed without changing anything.
+	// Lifeboat's; Velero has no dry run.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// DeletionPlanMaxItems bounds the items a plan lists, over all actions, so
+// that the request stays small whatever the size of the backup; the counts
+// are always complete.
+const DeletionPlanMaxItems = 5000
+
+// DeletionPlanAction is what one DeleteItemAction would receive.
+type DeletionPlanAction struct {
+	Name string `json:"name"`
+	// Count is the number of items the action would be called for.
+	Count int64 `json:"count"`
+	// Items are those items, in the order they would be passed, as
+	// "<resource.group> <namespace>/<name>" ("<resource.group> <name>" for
+	// cluster-scoped ones); cut short when the plan is (see Truncated).
+	// +optional
+	Items []string `json:"items,omitempty"`
+}
+
+// DeletionPlan is what a deletion would do, step by step.
+type DeletionPlan struct {
+	// +optional
+	Actions []DeletionPlanAction `json:"actions,omitempty"`
+	// Snapshots are the native snapshots to delete, as
+	// "<location>/<snapshot ID> (<persistent volume>)".
+	// +optional
+	Snapshots []string `json:"snapshots,omitempty"`
+	// Restores are the Restores of the backup, deleted with their files.
+	// +optional
+	Restores []string `json:"restores,omitempty"`
+	// Keys counts the object store keys to remove (the backup's and its
+	// restores').
+	// +optional
+	Keys int64 `json:"keys,omitempty"`
+	// KeyList lists them, cut short when the plan is.
+	// +optional
+	KeyList []string `json:"keyList,omitempty"`
+	// Warnings are what the deletion would go on without (a missing
+	// tarball, say).
+	// +optional
+	Warnings []string `json:"warnings,omitempty"`
+	// Truncated says some lists were cut at DeletionPlanMaxItems entries.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // DeleteBackupRequestPhase is where a deletion request is in its life.
-// +kubebuilder:validation:Enum=New;InProgress;Processed
+// +kubebuilder:validation:Enum=New;InProgress;Processed;Failed
 type DeleteBackupRequestPhase string
 
-// Deletion request phases, as Velero names them.
+// Deletion request phases. New, InProgress and Processed are Velero's;
+// Failed is Lifeboat's: every attempt failed, the backup and whatever the
+// failed step had not removed are still there, and status.errors says why.
+// Velero ends such a request Processed with errors; a client that only
+// knows Velero's phases sees Failed as "not Processed yet".
 const (
 	DeleteBackupRequestPhaseNew        DeleteBackupRequestPhase = "New"
 	DeleteBackupRequestPhaseInProgress DeleteBackupRequestPhase = "InProgress"
 	DeleteBackupRequestPhaseProcessed  DeleteBackupRequestPhase = "Processed"
+	DeleteBackupRequestPhaseFailed     DeleteBackupRequestPhase = "Failed"
 )
 
-// DeleteBackupRequestStatus records the outcome of a deletion.
+// DeletionStep is one step of a backup deletion. Steps run in this order,
+// and a step runs only once every step before it has succeeded, so that
+// nothing a later step needs (the tarball, the snapshots' records, the
+// backup's marker file) is removed while an earlier one can still fail.
+// +kubebuilder:validation:Enum=DeleteItemActions;VolumeSnapshots;Restores;BackupData;Backup
+type DeletionStep string
+
+// Deletion steps, in the order they run.
+const (
+	// DeletionStepItemActions calls the DeleteItemActions on the items of
+	// the backup's tarball.
+	DeletionStepItemActions DeletionStep = "DeleteItemActions"
+	// DeletionStepVolumeSnapshots deletes the native volume snapshots.
+	DeletionStepVolumeSnapshots DeletionStep = "VolumeSnapshots"
+	// DeletionStepRestores deletes the Restores of the backup and their
+	// files under restores/<name>/.
+	DeletionStepRestores DeletionStep = "Restores"
+	// DeletionStepBackupData removes every key under backups/<name>/,
+	// velero-backup.json last.
+	DeletionStepBackupData DeletionStep = "BackupData"
+	// DeletionStepBackup removes the Backup object.
+	DeletionStepBackup DeletionStep = "Backup"
+)
+
+// DeletionProgress records how far one DeleteItemAction (or the snapshot
+// step) got through the backup, so that a retried or resumed deletion does
+// not start over. Items are numbered by their position in the backup's
+// tarball, which never changes: the n-th item file that a DeleteItemAction
+// can receive has position n, starting at 0.
+type DeletionProgress struct {
+	// Name is the DeleteItemAction's name; empty for the snapshot step.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Watermark: every position below it is done.
+	Watermark int64 `json:"watermark"`
+	// Done lists positions at or above the watermark that are done too,
+	// sorted. The server keeps it short (at most 1,000 entries): it does
+	// not hand an action an item that far past the action's first
+	// unfinished one.
+	// +optional
+	Done []int64 `json:"done,omitempty"`
+	// Succeeded counts successful calls over all attempts (for the snapshot
+	// step: snapshots deleted).
+	// +optional
+	Succeeded int64 `json:"succeeded,omitempty"`
+}
+
+// DeletionCheckpoint is what a deletion has done so far, written while it
+// runs. A deletion resumed from it (after a failed attempt, or a server
+// restart) skips completed steps and never passes an item recorded as done
+// to that action again. What was done after the last write is not recorded
+// and is done again: a checkpoint is written at most every 500 ms or 1,000
+// items and at the end of each step, so that window is small, but
+// DeleteItemActions must tolerate being called twice for an item.
+type DeletionCheckpoint struct {
+	// CompletedSteps lists the steps that have succeeded, in order.
+	// +optional
+	CompletedSteps []DeletionStep `json:"completedSteps,omitempty"`
+	// Actions holds one entry per DeleteItemAction that has started, by name.
+	// +optional
+	Actions []DeletionProgress `json:"actions,omitempty"`
+	// Snapshots is the progress of the snapshot step, the snapshots taken
+	// in the order of the backup's volume snapshots file.
+	// +optional
+	// +nullable
+	Snapshots *DeletionProgress `json:"snapshots,omitempty"`
+}
+
+// DeletionError is one failure of a deletion, with what failed.
+type DeletionError struct {
+	// Step is the step that failed.
+	// +optional
+	Step DeletionStep `json:"step,omitempty"`
+	// Plugin is the plugin that failed, when one did.
+	// +optional
+	Plugin string `json:"plugin,omitempty"`
+	// Resource is the item's group-resource ("configmaps",
+	// "deployments.apps"), when the failure concerns one item.
+	// +optional
+	Resource string `json:"resource,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name is the item's name (or the snapshot's, restore's or key's).
+	// +optional
+	Name    string `json:"name,omitempty"`
+	Message string `json:"message"`
+}
+
+// DeletionActionReport says what one DeleteItemAction did.
+type DeletionActionReport struct {
+	Name string `json:"name"`
+	// Items counts the items the action was called for successfully, over
+	// all attempts.
+	// +optional
+	Items int64 `json:"items,omitempty"`
+	// Failed counts the items it failed on in the last attempt.
+	// +optional
+	Failed int64 `json:"failed,omitempty"`
+}
+
+// DeletionReport sums up a deletion once it has ended.
+type DeletionReport struct {
+	// +optional
+	Actions []DeletionActionReport `json:"actions,omitempty"`
+	// +optional
+	SnapshotsDeleted int64 `json:"snapshotsDeleted,omitempty"`
+	// RestoresDeleted counts the Restores deleted with the backup.
+	// +optional
+	RestoresDeleted int64 `json:"restoresDeleted,omitempty"`
+	// KeysRemoved counts the object store keys removed, the backup's and
+	// its restores'.
+	// +optional
+	KeysRemoved int64 `json:"keysRemoved,omitempty"`
+	// Warnings are things the deletion went on without, e.g. a tarball
+	// that was not in the store.
+	// +optional
+	Warnings []string `json:"warnings,omitempty"`
+	// LeftBehind names what is still there (keys, snapshots, restores)
+	// after a failed deletion; the first few only.
+	// +optional
+	LeftBehind []string `json:"leftBehind,omitempty"`
+}
+
+// DeleteBackupRequestStatus records the outcome of a deletion. Phase and
+// Errors are Velero's; everything else is Lifeboat's. Every list is
+// bounded, so the object stays small whatever the size of the backup.
 type DeleteBackupRequestStatus struct {
 	// +optional
 	Phase DeleteBackupRequestPhase `json:"phase,omitempty"`
-	// Errors lists what went wrong, one message per failure.
+	// Errors lists what went wrong, one message per failure (the first 20).
 	// +optional
 	// +nullable
 	Errors []string `json:"errors,omitempty"`
+	// ErrorDetails holds the same failures with the plugin and item
+	// involved (the first 20).
+	// +optional
+	ErrorDetails []DeletionError `json:"errorDetails,omitempty"`
+	// StartTimestamp is when the first attempt started.
+	// +optional
+	// +nullable
+	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
+	// CompletionTimestamp is when the request ended (Processed or Failed).
+	// +optional
+	// +nullable
+	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
+	// Attempts counts the attempts started so far.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// NextAttemptTime is when the next attempt starts, after a failed one.
+	// +optional
+	// +nullable
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
+	// BackupPhaseBefore is the backup's phase before this request set it
+	// to Deleting; a failed attempt puts it back.
+	// +optional
+	BackupPhaseBefore BackupPhase `json:"backupPhaseBefore,omitempty"`
+	// Checkpoint is how far the deletion got, to resume from.
+	// +optional
+	// +nullable
+	Checkpoint *DeletionCheckpoint `json:"checkpoint,omitempty"`
+	// SnapshotsDeleted counts the native volume snapshots deleted so far.
+	// +optional
+	SnapshotsDeleted int64 `json:"snapshotsDeleted,omitempty"`
+	// RestoresDeleted counts the Restores deleted so far.
+	// +optional
+	RestoresDeleted int64 `json:"restoresDeleted,omitempty"`
+	// KeysRemoved counts the object store keys removed so far.
+	// +optional
+	KeysRemoved int64 `json:"keysRemoved,omitempty"`
+	// Report sums up the deletion once it has ended.
+	// +optional
+	// +nullable
+	Report *DeletionReport `json:"report,omitempty"`
+	// HandledBy names the request that did the work when this one arrived
+	// while another request for the same backup was running: this request
+	// waited for it and ended with its outcome.
+	// +optional
+	HandledBy string `json:"handledBy,omitempty"`
+	// Plan is what the deletion would do, for a dry run.
+	// +optional
+	// +nullable
+	Plan *DeletionPlan `json:"plan,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -39,6 +267,8 @@ type DeleteBackupRequestStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="BackupName",type=string,JSONPath=`.spec.backupName`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DeleteBackupRequest struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

@@ -40,9 +40,11 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 				return err
 			}
 			if vols != nil {
-				return describeVolumes(w, vols)
+				if err := describeVolumes(w, vols); err != nil {
+					return err
+				}
 			}
-			return nil
+			return f.describeDeletions(ctx, c, w, b)
 		})
 	cmd.Flags().BoolVar(&details, "details", false, "also list the backed-up resources and the volume decisions")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the resource list (--details)")

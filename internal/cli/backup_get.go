@@ -22,6 +22,7 @@ func newBackupCommand(f *Factory) *cobra.Command {
 		newBackupDescribeCommand(f),
 		newBackupLogsCommand(f),
 		newBackupDownloadCommand(f),
+		newBackupDeleteCommand(f),
 	)
 	return cmd
 }

@@ -176,7 +176,8 @@ func TestServerFlags(t *testing.T) {
 		"--metrics-address", "0", "--health-address", ":9999", "--default-backup-storage-location", "s3",
 		"--default-backup-ttl", "48h", "--store-validation-frequency", "5m", "--list-workers", "3", "--backup-sync-period", "30s",
 		"--plugin-dir", "/opt/plugins", "--plugin-timeout", "DeleteItemAction=2m", "--item-operation-sync-frequency", "3s",
-		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json")
+		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json",
+		"--delete-item-action-workers", "4", "--deletion-max-attempts", "3", "--deletion-retry-base", "10s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +187,7 @@ func TestServerFlags(t *testing.T) {
 		BackupSyncPeriod: 30 * time.Second, ClientQPS: 25, PluginDir: "/opt/plugins",
 		PluginTimeouts:             map[api.Kind]time.Duration{api.KindDeleteItemAction: 2 * time.Minute},
 		ItemOperationSyncFrequency: 3 * time.Second, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
+		DeleteItemActionWorkers: 4, DeletionMaxAttempts: 3, DeletionRetryBase: 10 * time.Second,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flags:\n got %+v\nwant %+v", got, want)
@@ -195,6 +197,9 @@ func TestServerFlags(t *testing.T) {
 		{"--log-level", "loud"},
 		{"--log-format", "xml"},
 		{"--list-workers", "0"},
+		{"--delete-item-action-workers", "0"},
+		{"--deletion-max-attempts", "0"},
+		{"--deletion-retry-base", "0s"},
 		{"--default-backup-ttl", "soon"},
 	} {
 		err := runReal(t, append([]string{"server", "--kubeconfig", kubeconfig}, bad...)...)

@@ -58,6 +58,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newServerCommand(f),
 		newBackupCommand(f),
 		newRestoreCommand(f),
+		newDeleteRequestCommand(f),
 		newScheduleCommand(f),
 		newPluginCommand(f),
 		newPolicyCommand(f),

@@ -43,6 +43,15 @@ func newServerCommand(f *Factory) *cobra.Command {
 			if opts.ListWorkers < 1 {
 				return fmt.Errorf("invalid --list-workers %d: must be at least 1", opts.ListWorkers)
 			}
+			if opts.DeleteItemActionWorkers < 1 {
+				return fmt.Errorf("invalid --delete-item-action-workers %d: must be at least 1", opts.DeleteItemActionWorkers)
+			}
+			if opts.DeletionMaxAttempts < 1 {
+				return fmt.Errorf("invalid --deletion-max-attempts %d: must be at least 1 (1 means no retry)", opts.DeletionMaxAttempts)
+			}
+			if opts.DeletionRetryBase <= 0 {
+				return fmt.Errorf("invalid --deletion-retry-base %s: must be a positive duration such as 30s", opts.DeletionRetryBase)
+			}
 			timeouts, err := parsePluginTimeouts(pluginTimeouts)
 			if err != nil {
 				return err
@@ -70,6 +79,9 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.IntVar(&opts.ListWorkers, "list-workers", opts.ListWorkers, "concurrent LIST calls while a backup collects items")
 	fl.DurationVar(&opts.BackupSyncPeriod, "backup-sync-period", opts.BackupSyncPeriod, "how often backups in storage locations are synced into the cluster when a location sets no backupSyncPeriod (0 disables)")
 	fl.DurationVar(&opts.ItemOperationSyncFrequency, "item-operation-sync-frequency", opts.ItemOperationSyncFrequency, "how often asynchronous plugin operations are polled")
+	fl.IntVar(&opts.DeleteItemActionWorkers, "delete-item-action-workers", opts.DeleteItemActionWorkers, "concurrent DeleteItemAction calls while a backup is deleted")
+	fl.IntVar(&opts.DeletionMaxAttempts, "deletion-max-attempts", opts.DeletionMaxAttempts, "attempts at a backup deletion before its request ends Failed")
+	fl.DurationVar(&opts.DeletionRetryBase, "deletion-retry-base", opts.DeletionRetryBase, "wait after a failed deletion attempt; doubles after each further one (at most 1h)")
 	fl.StringVar(&opts.PluginDir, "plugin-dir", opts.PluginDir, "directory searched (recursively) for plugin binaries")
 	fl.StringToStringVar(&pluginTimeouts, "plugin-timeout", nil, "per-kind bound on one plugin call, e.g. DeleteItemAction=2m,BackupItemAction=30s (0 for none)")
 	fl.StringVar(&opts.CredentialsDir, "credentials-dir", opts.CredentialsDir, "directory for the credential files handed to ObjectStore plugins (default: under the system temp dir)")

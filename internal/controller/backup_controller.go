@@ -16,12 +16,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 )
+
+// waitForOperationsBeforeDeletion is how often a deleted Backup whose
+// plugin operations are still running is looked at again.
+const waitForOperationsBeforeDeletion = 15 * time.Second
 
 // BackupReconciler runs new Backups: it validates them, hands them to the
 // backup engine and records how they ended.
@@ -43,10 +49,20 @@ type BackupReconciler struct {
 
 // SetupWithManager registers the reconciler. Backups run one at a time, as
 // in Velero: a backup is bound by the API server and the store, and two at
-// once would only share them.
+// once would only share them. The deletion of a Backup (a deletionTimestamp
+// appearing) is let through explicitly rather than trusting it to bump the
+// generation.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	deletionStarted := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+		},
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Backup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1.Backup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Named("backup").
 		Complete(r)
@@ -57,6 +73,12 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var b v1.Backup
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if b.DeletionTimestamp != nil {
+		return r.requestDeletion(ctx, &b)
+	}
+	if err := r.addFinalizer(ctx, &b); err != nil {
+		return ctrl.Result{}, err
 	}
 	switch b.Status.Phase {
 	case "", v1.BackupPhaseNew, v1.BackupPhaseInProgress:
@@ -75,16 +97,80 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if _, ok := r.running.Load(req.NamespacedName); ok {
 			return ctrl.Result{}, nil
 		}
-		// Nothing can resume a half-written archive; say so instead of
-		// leaving the backup InProgress forever.
-		return ctrl.Result{}, r.patchStatus(ctx, &b, func(s *v1.BackupStatus) {
-			s.Phase = v1.BackupPhaseFailed
-			s.FailureReason = "the server stopped while this backup was in progress; create a new backup"
-			now := metav1.Now()
-			s.CompletionTimestamp = &now
-		})
+		return ctrl.Result{}, r.failAbandoned(ctx, &b)
 	}
 	return ctrl.Result{}, nil
+}
+
+// failAbandoned fails a backup left InProgress by a server that stopped.
+// Nothing can resume a half-written archive; say so instead of leaving the
+// backup InProgress forever.
+func (r *BackupReconciler) failAbandoned(ctx context.Context, b *v1.Backup) error {
+	return r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
+		s.Phase = v1.BackupPhaseFailed
+		s.FailureReason = "the server stopped while this backup was in progress; create a new backup"
+		now := metav1.Now()
+		s.CompletionTimestamp = &now
+	})
+}
+
+// addFinalizer puts BackupFinalizer on b, so that deleting the Backup
+// object deletes its data too instead of leaving it behind in the store
+// (where the sync would bring the Backup back). The optimistic lock keeps a
+// stale cached copy from dropping another controller's finalizer.
+func (r *BackupReconciler) addFinalizer(ctx context.Context, b *v1.Backup) error {
+	if controllerutil.ContainsFinalizer(b, v1.BackupFinalizer) {
+		return nil
+	}
+	orig := b.DeepCopy()
+	controllerutil.AddFinalizer(b, v1.BackupFinalizer)
+	err := r.Client.Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("adding finalizer %s to backup %s/%s: %w", v1.BackupFinalizer, b.Namespace, b.Name, err)
+	}
+	return nil
+}
+
+// requestDeletion turns the deletion of a Backup object into a
+// DeleteBackupRequest; the deletion controller removes the finalizer once
+// the backup's data is gone. A Backup without the finalizer is not ours to
+// hold. While the Backup stays, the request is renewed now and then, since
+// a deletion that ended with errors leaves the finalizer in place.
+func (r *BackupReconciler) requestDeletion(ctx context.Context, b *v1.Backup) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(b, v1.BackupFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if !b.Status.Phase.IsTerminal() {
+		// The cache can lag behind the end of a run that just finished here.
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	switch b.Status.Phase {
+	case v1.BackupPhaseInProgress:
+		// Reconciles are serial, so a backup this process runs has ended
+		// before its deletion is looked at; one still InProgress is left
+		// over from a stopped server and would never let the deletion in.
+		if _, ok := r.running.Load(client.ObjectKeyFromObject(b)); !ok {
+			if err := r.failAbandoned(ctx, b); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	case v1.BackupPhaseWaitingForPluginOperations, v1.BackupPhaseWaitingForPluginOperationsPartiallyFailed,
+		v1.BackupPhaseFinalizing, v1.BackupPhaseFinalizingPartiallyFailed:
+		// A deletion request now would be refused: the operations must end
+		// first. Their end is a status change, which this controller does
+		// not watch, so it looks again.
+		return ctrl.Result{RequeueAfter: waitForOperationsBeforeDeletion}, nil
+	}
+	name, created, err := ensureBackupDeletionRequested(ctx, r.Client, r.APIReader, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if created {
+		r.Log.Info("backup object deleted: requested the deletion of its data", "backup", b.Namespace+"/"+b.Name, "request", name)
+	}
+	return ctrl.Result{RequeueAfter: DefaultDeletionRetry}, nil
 }
 
 func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {

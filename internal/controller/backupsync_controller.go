@@ -123,6 +123,10 @@ func (r *BackupSyncReconciler) create(ctx context.Context, bsl *v1.BackupStorage
 			Name:        name,
 			Labels:      stored.Labels,
 			Annotations: stored.Annotations,
+			// From its first moment, as the backup controller would add it:
+			// deleting a synced Backup must delete its data, or the next
+			// sync brings it back.
+			Finalizers: []string{v1.BackupFinalizer},
 		},
 		Spec: stored.Spec,
 	}

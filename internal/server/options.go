@@ -38,6 +38,15 @@ type Options struct {
 	// ItemOperationSyncFrequency is how often asynchronous plugin
 	// operations are polled.
 	ItemOperationSyncFrequency time.Duration
+	// DeleteItemActionWorkers bounds concurrent DeleteItemAction calls
+	// while one backup is deleted.
+	DeleteItemActionWorkers int
+	// DeletionMaxAttempts bounds the attempts of one DeleteBackupRequest;
+	// after the last failed one the request ends Failed.
+	DeletionMaxAttempts int
+	// DeletionRetryBase is the wait after a failed deletion attempt; it
+	// doubles after each further one (capped at an hour).
+	DeletionRetryBase time.Duration
 	// PluginDir is scanned recursively for plugin binaries.
 	PluginDir string
 	// PluginTimeouts override the plugin host's per-kind call timeouts.
@@ -66,6 +75,9 @@ func DefaultOptions() Options {
 		ListWorkers:                  8,
 		PluginDir:                    "/plugins",
 		ItemOperationSyncFrequency:   10 * time.Second,
+		DeleteItemActionWorkers:      8,
+		DeletionMaxAttempts:          5,
+		DeletionRetryBase:            30 * time.Second,
 		LogLevel:                     "info",
 		LogFormat:                    "text",
 	}

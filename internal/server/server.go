@@ -27,6 +27,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
 	"github.com/lifeboat-io/lifeboat/internal/controller"
+	"github.com/lifeboat-io/lifeboat/internal/deleteactions"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
@@ -78,7 +79,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 
-	plugins, err := startPlugins(ctx, opts, log.With("component", "plugins"))
+	plugins, err := startPlugins(ctx, cfg, opts, log.With("component", "plugins"))
 	if err != nil {
 		return err
 	}
@@ -124,12 +125,21 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			DefaultFrequency: opts.StoreValidationFrequency, Log: log.With("controller", "backupstoragelocation"),
 		},
 		&controller.ScheduleReconciler{Client: mgr.GetClient(), Log: log.With("controller", "schedule")},
+		&controller.GCReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver,
+			Log: log.With("controller", "gc"),
+		},
 		&controller.ServerStatusReconciler{Client: mgr.GetClient(), Version: buildinfo.Version, Plugins: pluginInfos(plugins), TTL: time.Minute},
 		&controller.DownloadRequestReconciler{
 			Client: mgr.GetClient(), Locations: resolver, URLTTL: 10 * time.Minute,
 			Log: log.With("controller", "downloadrequest"),
 		},
 	}
+	deletions, err := newDeletionReconciler(mgr, cfg, opts, plugins, resolver, log)
+	if err != nil {
+		return err
+	}
+	reconcilers = append(reconcilers, deletions)
 	for _, rec := range reconcilers {
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up controllers: %w", err)
@@ -163,12 +173,26 @@ func durationPtr(d time.Duration) *time.Duration { return &d }
 // startPlugins finds the plugins of the plugin dir and lists them in the
 // log. A plugin that cannot be listed stops the server: running without it
 // could silently skip what it does.
-func startPlugins(ctx context.Context, opts Options, log *slog.Logger) (*pluginhost.Host, error) {
+func startPlugins(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) (*pluginhost.Host, error) {
 	h := pluginhost.New(pluginhost.Options{Dir: opts.PluginDir, Timeouts: opts.PluginTimeouts, LogLevel: opts.LogLevel, Log: log})
 	for _, name := range builtinplugin.Names {
 		if err := h.RegisterBuiltIn(api.KindObjectStore, name, func() (any, error) { return builtinplugin.New(name), nil }); err != nil {
 			return nil, err
 		}
+	}
+	cleanup, err := deleteactions.NewClients(cfg, opts.Namespace, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.RegisterBuiltIn(api.KindDeleteItemAction, deleteactions.CSISnapshotCleanupName, func() (any, error) {
+		return deleteactions.NewCSISnapshotCleanup(cleanup), nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := h.RegisterBuiltIn(api.KindDeleteItemAction, deleteactions.LabelledResourceCleanupName, func() (any, error) {
+		return deleteactions.NewLabelledResourceCleanup(cleanup), nil
+	}); err != nil {
+		return nil, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

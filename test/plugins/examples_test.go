@@ -21,9 +21,9 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/storage/pluginstore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/storagetest"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
-	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/config"
+	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
 
 // What the examples set, as their READMEs describe it.

@@ -1,0 +1,1136 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/deletion"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/metrics"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+)
+
+// Condition types of DeleteBackupRequests and Backups set by the deletion
+// controller.
+const (
+	// ConditionWaiting is True while a request waits: for its backup's
+	// storage location to become Available, for a restore of the backup to
+	// end, for another request for the same backup, or for its next attempt.
+	ConditionWaiting = "Waiting"
+	// ConditionDeletionFailed is set on a Backup whose deletion attempt
+	// failed; the backup is back in the phase it had before.
+	ConditionDeletionFailed = "DeletionFailed"
+)
+
+// Defaults of DeleteBackupRequestReconciler fields left at zero.
+const (
+	DefaultDeletionMaxAttempts = 5
+	DefaultDeletionRetryBase   = 30 * time.Second
+	// DefaultRequestTTL is how long a finished request is kept, as in Velero.
+	DefaultRequestTTL = 24 * time.Hour
+	// maxDeletionRetryDelay caps the backoff between attempts.
+	maxDeletionRetryDelay = time.Hour
+	// deletionWaitRecheck is how soon a waiting request looks again when no
+	// event is expected to wake it.
+	deletionWaitRecheck = 10 * time.Second
+	// deletionConcurrency: deletions of different backups run side by side,
+	// two at a time, so that a short request (one that fails validation, or
+	// a follower) is not stuck behind one long deletion. Each deletion runs
+	// its own pool of DeleteItemAction workers.
+	deletionConcurrency  = 2
+	deletionCallTimeout  = 30 * time.Second
+	deletionStoreTimeout = time.Minute
+)
+
+// DeleteBackupRequestReconciler carries out DeleteBackupRequests: it checks
+// them, runs the deletion engine attempt after attempt with backoff, keeps
+// the engine's checkpoint in the request's status so that a failed attempt
+// or a restarted server resumes where it stopped, and records the outcome.
+//
+// Requests for one backup run one at a time. A request that arrives while
+// another for the same backup is in progress (or is older and about to
+// start) records that one in status.handledBy, waits for it, and ends with
+// its outcome: Processed with the same report, or Failed with the same
+// errors. Once a deletion succeeds, the other finished requests for the
+// backup (earlier failures, validation errors) are deleted so they do not
+// pile up; the successful request and its followers are kept, and every
+// finished request goes after RequestTTL, as in Velero.
+type DeleteBackupRequestReconciler struct {
+	Client client.Client
+	// APIReader reads around the cache: acting on a stale phase would run
+	// a deletion twice, and a Backup or location read from a lagging cache
+	// could let a deletion start that validation should refuse.
+	APIReader client.Reader
+	Locations *locations.Resolver
+	Engine    *deletion.Engine
+	// MaxAttempts bounds the attempts of one request (default 5).
+	MaxAttempts int
+	// RetryBase is the wait after the first failed attempt; it doubles
+	// after each further one (default 30s, capped at an hour).
+	RetryBase time.Duration
+	// RequestTTL is how long a finished request is kept (default 24h).
+	RequestTTL time.Duration
+	Log        *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	// running holds the requests this process is executing, to tell a
+	// request in progress here from one left InProgress by a server that
+	// stopped (which resumes from its checkpoint).
+	running sync.Map
+	// backups maps a backup being deleted by this process to its request:
+	// the in-process guard behind the one-request-per-backup rule.
+	backups sync.Map
+}
+
+// SetupWithManager registers the reconciler. A change to a request also
+// wakes the requests for the same backup that follow it.
+func (r *DeleteBackupRequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.DeleteBackupRequest{}).
+		Watches(&v1.DeleteBackupRequest{}, handler.EnqueueRequestsFromMapFunc(r.followers)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: deletionConcurrency}).
+		Named("deletebackuprequest").
+		Complete(r)
+}
+
+// followers names the waiting requests for the same backup as obj.
+func (r *DeleteBackupRequestReconciler) followers(ctx context.Context, obj client.Object) []reconcile.Request {
+	dbr, ok := obj.(*v1.DeleteBackupRequest)
+	if !ok || dbr.Spec.BackupName == "" {
+		return nil
+	}
+	var list v1.DeleteBackupRequestList
+	if err := r.Client.List(ctx, &list, client.InNamespace(dbr.Namespace)); err != nil {
+		r.Log.Warn("listing the deletion requests waiting on another", "request", dbr.Name, "error", err)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name != dbr.Name && o.Spec.BackupName == dbr.Spec.BackupName && requestWaiting(o.Status.Phase) && !o.Spec.DryRun {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return out
+}
+
+func requestWaiting(p v1.DeleteBackupRequestPhase) bool {
+	return p == "" || p == v1.DeleteBackupRequestPhaseNew
+}
+
+func requestFinished(p v1.DeleteBackupRequestPhase) bool {
+	return p == v1.DeleteBackupRequestPhaseProcessed || p == v1.DeleteBackupRequestPhaseFailed
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *DeleteBackupRequestReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var dbr v1.DeleteBackupRequest
+	if err := r.get(ctx, r.Client, req.NamespacedName, &dbr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if requestFinished(dbr.Status.Phase) {
+		return r.expire(ctx, &dbr)
+	}
+	if _, ok := r.running.Load(req.NamespacedName); ok {
+		return ctrl.Result{}, nil
+	}
+	if err := r.get(ctx, r.APIReader, req.NamespacedName, &dbr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	switch dbr.Status.Phase {
+	case "", v1.DeleteBackupRequestPhaseNew:
+		return r.start(ctx, &dbr)
+	case v1.DeleteBackupRequestPhaseInProgress:
+		return r.attempt(ctx, &dbr)
+	}
+	return r.expire(ctx, &dbr)
+}
+
+// expire deletes a finished request once it is RequestTTL old.
+func (r *DeleteBackupRequestReconciler) expire(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
+	ended := dbr.CreationTimestamp.Time
+	if c := dbr.Status.CompletionTimestamp; c != nil {
+		ended = c.Time
+	}
+	if wait := ended.Add(r.requestTTL()).Sub(r.now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, dbr) })
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("deleting expired deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// start takes a New request: it joins a deletion already under way for the
+// same backup, or checks the request and begins the first attempt.
+func (r *DeleteBackupRequestReconciler) start(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
+	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName)
+	name := dbr.Spec.BackupName
+	if name == "" {
+		return ctrl.Result{}, r.processedWithErrors(ctx, dbr, "spec.backupName: name the backup to delete")
+	}
+	if dbr.Spec.DryRun {
+		return ctrl.Result{}, r.dryRun(ctx, dbr)
+	}
+	if dbr.Status.HandledBy != "" {
+		return r.follow(ctx, dbr)
+	}
+	leader, err := r.leader(ctx, dbr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if leader != "" {
+		log.Info("another deletion request for the backup runs first; this one waits for it", "handledBy", leader)
+		var b v1.Backup
+		if err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: name}, &b); err == nil {
+			if err := r.label(ctx, dbr, &b); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+			s.Phase = v1.DeleteBackupRequestPhaseNew
+			s.HandledBy = leader
+			setWaiting(dbr, "OtherRequest", fmt.Sprintf("deletion request %s is deleting backup %s; this request ends with its outcome", leader, name))
+		})
+		return ctrl.Result{RequeueAfter: deletionWaitRecheck}, err
+	}
+
+	b, msgs, wait, err := r.validate(ctx, dbr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(msgs) > 0 {
+		log.Info("deletion request refused", "errors", strings.Join(msgs, "; "))
+		return ctrl.Result{}, r.processedWithErrors(ctx, dbr, msgs...)
+	}
+	if wait.reason != "" {
+		return r.wait(ctx, dbr, wait)
+	}
+
+	if err := r.label(ctx, dbr, b); err != nil {
+		return ctrl.Result{}, err
+	}
+	prev, err := r.predecessor(ctx, dbr, b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := metav1.NewTime(r.now())
+	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = v1.DeleteBackupRequestPhaseInProgress
+		s.StartTimestamp = &now
+		s.Errors, s.ErrorDetails = nil, nil
+		if prev != nil {
+			applyDeletionState(s, deletionStateOf(prev))
+		}
+		setWaiting(dbr, "", "")
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if prev != nil {
+		log.Info("backup deletion started from the checkpoint of an earlier request", "earlierRequest", prev.Name,
+			"completedSteps", prev.Status.Checkpoint.CompletedSteps)
+	} else {
+		log.Info("backup deletion started")
+	}
+	return r.attempt(ctx, dbr)
+}
+
+// label labels the request as Velero does, so that tools find the requests
+// of a backup (and of this very backup, not an earlier one of that name).
+func (r *DeleteBackupRequestReconciler) label(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup) error {
+	name := v1.LabelValue(b.Name)
+	if dbr.Labels[v1.BackupNameLabel] == name && dbr.Labels[v1.BackupUIDLabel] == string(b.UID) {
+		return nil
+	}
+	orig := dbr.DeepCopy()
+	metav1.SetMetaDataLabel(&dbr.ObjectMeta, v1.BackupNameLabel, name)
+	metav1.SetMetaDataLabel(&dbr.ObjectMeta, v1.BackupUIDLabel, string(b.UID))
+	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Patch(ctx, dbr, client.MergeFrom(orig)) })
+	if err != nil {
+		return fmt.Errorf("labelling deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
+	}
+	return nil
+}
+
+// predecessor returns the latest request for this very backup (same UID)
+// that ended Failed with a checkpoint: a new request for the backup (the
+// user's retry, or the one garbage collection renews) carries on from it
+// rather than passing every item to every action again.
+func (r *DeleteBackupRequestReconciler) predecessor(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup) (*v1.DeleteBackupRequest, error) {
+	var list v1.DeleteBackupRequestList
+	err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace),
+			client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(b.Name), v1.BackupUIDLabel: string(b.UID)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing earlier deletion requests of backup %q: %w", b.Name, err)
+	}
+	var latest *v1.DeleteBackupRequest
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == dbr.Name || o.Spec.BackupName != b.Name || o.Status.Phase != v1.DeleteBackupRequestPhaseFailed ||
+			o.Status.Checkpoint == nil || o.Status.CompletionTimestamp == nil {
+			continue
+		}
+		if latest == nil || o.Status.CompletionTimestamp.After(latest.Status.CompletionTimestamp.Time) {
+			latest = o
+		}
+	}
+	return latest, nil
+}
+
+// dryRun answers a request with spec.dryRun: the deletion's plan, worked
+// out by the engine without changing anything, in status.plan. A dry run
+// neither waits for nor holds up other requests.
+func (r *DeleteBackupRequestReconciler) dryRun(ctx context.Context, dbr *v1.DeleteBackupRequest) error {
+	var b v1.Backup
+	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Spec.BackupName}, &b)
+	if apierrors.IsNotFound(err) {
+		return r.processedWithErrors(ctx, dbr, fmt.Sprintf("spec.backupName: backup %q not found in namespace %q", dbr.Spec.BackupName, dbr.Namespace))
+	}
+	if err != nil {
+		return fmt.Errorf("reading backup %q: %w", dbr.Spec.BackupName, err)
+	}
+	_, store, wait, failure := r.openLocation(ctx, &b)
+	if wait.reason != "" {
+		failure = errors.New(wait.message)
+	}
+	if failure != nil {
+		return r.processedWithErrors(ctx, dbr, "cannot plan the deletion: "+failure.Error())
+	}
+	plan, err := r.Engine.Plan(ctx, &b, store)
+	if err != nil {
+		return r.processedWithErrors(ctx, dbr, "cannot plan the deletion: "+err.Error())
+	}
+	now := metav1.NewTime(r.now())
+	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = v1.DeleteBackupRequestPhaseProcessed
+		s.Plan = apiPlan(plan)
+		s.Errors, s.ErrorDetails = nil, nil
+		s.CompletionTimestamp = &now
+		setWaiting(dbr, "", "")
+	})
+}
+
+// maxPlanBytes bounds the text a plan lists, next to the entry count:
+// 5,000 entries of long names and keys could otherwise pass etcd's limit.
+const maxPlanBytes = 256 << 10
+
+// apiPlan turns the engine's plan into the bounded form a request holds:
+// every count complete, the lists cut at DeletionPlanMaxItems entries (and
+// maxPlanBytes) in all, in the order the deletion works.
+func apiPlan(p *deletion.Plan) *v1.DeletionPlan {
+	out := &v1.DeletionPlan{Warnings: slices.Clone(p.Warnings)}
+	entries, bytes := v1.DeletionPlanMaxItems, maxPlanBytes
+	take := func(s string, list *[]string) {
+		if entries <= 0 || bytes < len(s) {
+			out.Truncated = true
+			entries = 0
+			return
+		}
+		entries--
+		bytes -= len(s)
+		*list = append(*list, s)
+	}
+	for _, a := range p.Actions {
+		pa := v1.DeletionPlanAction{Name: a.Name, Count: int64(len(a.Items))}
+		for _, it := range a.Items {
+			name := it.Name
+			if it.Namespace != "" {
+				name = it.Namespace + "/" + it.Name
+			}
+			take(it.Resource+" "+name, &pa.Items)
+		}
+		out.Actions = append(out.Actions, pa)
+	}
+	for _, s := range p.Snapshots {
+		desc := s.Location + "/" + s.SnapshotID
+		if s.PersistentVolume != "" {
+			desc += " (" + s.PersistentVolume + ")"
+		}
+		take(desc, &out.Snapshots)
+	}
+	for _, rp := range p.Restores {
+		take(rp.Name, &out.Restores)
+	}
+	for _, rp := range p.Restores {
+		out.Keys += int64(len(rp.Keys))
+		for _, k := range rp.Keys {
+			take(k, &out.KeyList)
+		}
+	}
+	out.Keys += int64(len(p.BackupKeys))
+	for _, k := range p.BackupKeys {
+		take(k, &out.KeyList)
+	}
+	return out
+}
+
+// leader returns the request dbr must wait for: one InProgress for the same
+// backup, or the oldest New one. Ties break by name, so that two requests
+// made at once agree on which goes first.
+func (r *DeleteBackupRequestReconciler) leader(ctx context.Context, dbr *v1.DeleteBackupRequest) (string, error) {
+	var list v1.DeleteBackupRequestList
+	err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
+	})
+	if err != nil {
+		return "", fmt.Errorf("listing deletion requests: %w", err)
+	}
+	before := func(a, b *v1.DeleteBackupRequest) bool {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c < 0
+		}
+		return a.Name < b.Name
+	}
+	var oldest *v1.DeleteBackupRequest
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == dbr.Name || o.Spec.BackupName != dbr.Spec.BackupName || o.Spec.DryRun {
+			continue
+		}
+		if o.Status.Phase == v1.DeleteBackupRequestPhaseInProgress {
+			return o.Name, nil
+		}
+		if requestWaiting(o.Status.Phase) && o.Status.HandledBy == "" && before(o, dbr) && (oldest == nil || before(o, oldest)) {
+			oldest = o
+		}
+	}
+	if oldest != nil {
+		return oldest.Name, nil
+	}
+	// The listing alone cannot order two requests that start at the same
+	// moment (neither is InProgress yet); the claim, taken atomically,
+	// does. A claim whose request is gone or finished is stale.
+	key := deletionBackupKey(dbr)
+	if holder, ok := r.backups.Load(key); ok && holder != dbr.Name {
+		alive := slices.ContainsFunc(list.Items, func(o v1.DeleteBackupRequest) bool {
+			return o.Name == holder && !requestFinished(o.Status.Phase)
+		})
+		if !alive {
+			r.backups.CompareAndDelete(key, holder)
+		}
+	}
+	if holder, loaded := r.backups.LoadOrStore(key, dbr.Name); loaded && holder != dbr.Name {
+		return holder.(string), nil
+	}
+	return "", nil
+}
+
+// release gives up dbr's claim on its backup, once dbr has ended.
+func (r *DeleteBackupRequestReconciler) release(dbr *v1.DeleteBackupRequest) {
+	r.backups.CompareAndDelete(deletionBackupKey(dbr), dbr.Name)
+}
+
+// follow ends a request that waited for another with that one's outcome.
+func (r *DeleteBackupRequestReconciler) follow(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
+	var leader v1.DeleteBackupRequest
+	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Status.HandledBy}, &leader)
+	if apierrors.IsNotFound(err) {
+		// Gone before it ended: this request does the work itself.
+		if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) { s.HandledBy = "" }); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.start(ctx, dbr)
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading deletion request %s: %w", dbr.Status.HandledBy, err)
+	}
+	if !requestFinished(leader.Status.Phase) {
+		return ctrl.Result{RequeueAfter: deletionWaitRecheck}, nil
+	}
+	now := metav1.NewTime(r.now())
+	return ctrl.Result{}, r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = leader.Status.Phase
+		s.Errors = slices.Clone(leader.Status.Errors)
+		s.ErrorDetails = slices.Clone(leader.Status.ErrorDetails)
+		s.Report = leader.Status.Report.DeepCopy()
+		s.CompletionTimestamp = &now
+		setWaiting(dbr, "", "")
+	})
+}
+
+// deletionWait says why a request cannot start (or resume) yet, without
+// anything being wrong with it.
+type deletionWait struct {
+	reason, message string
+}
+
+// validate checks the request against the cluster as it is now. msgs are
+// problems with the request, which end it (as in Velero); a wait reason
+// means "not now"; err is a failure to read, which is retried.
+func (r *DeleteBackupRequestReconciler) validate(ctx context.Context, dbr *v1.DeleteBackupRequest) (*v1.Backup, []string, deletionWait, error) {
+	name := dbr.Spec.BackupName
+	var b v1.Backup
+	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: name}, &b)
+	if apierrors.IsNotFound(err) {
+		return nil, []string{fmt.Sprintf("spec.backupName: backup %q not found in namespace %q", name, dbr.Namespace)}, deletionWait{}, nil
+	}
+	if err != nil {
+		return nil, nil, deletionWait{}, fmt.Errorf("reading backup %q: %w", name, err)
+	}
+	switch b.Status.Phase {
+	case v1.BackupPhaseInProgress, v1.BackupPhaseWaitingForPluginOperations, v1.BackupPhaseWaitingForPluginOperationsPartiallyFailed,
+		v1.BackupPhaseFinalizing, v1.BackupPhaseFinalizingPartiallyFailed:
+		return nil, []string{fmt.Sprintf("spec.backupName: backup %q is %s; it can be deleted once it has ended (lifeboat backup describe %s)", name, b.Status.Phase, name)}, deletionWait{}, nil
+	}
+	if b.Spec.StorageLocation != "" {
+		var bsl v1.BackupStorageLocation
+		err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: b.Spec.StorageLocation}, &bsl)
+		if apierrors.IsNotFound(err) {
+			return nil, []string{fmt.Sprintf("spec.backupName: backup %q is stored in BackupStorageLocation %q, which does not exist; recreate the location to delete the backup's data", name, b.Spec.StorageLocation)}, deletionWait{}, nil
+		}
+		if err != nil {
+			return nil, nil, deletionWait{}, fmt.Errorf("reading BackupStorageLocation %q: %w", b.Spec.StorageLocation, err)
+		}
+		if bsl.Spec.AccessMode == v1.BackupStorageLocationAccessModeReadOnly {
+			return nil, []string{fmt.Sprintf("spec.backupName: backup %q is stored in BackupStorageLocation %q, which is ReadOnly; set its spec.accessMode to ReadWrite to delete backups from it", name, bsl.Name)}, deletionWait{}, nil
+		}
+		if bsl.Status.Phase != v1.BackupStorageLocationPhaseAvailable {
+			return &b, nil, deletionWait{"LocationUnavailable", fmt.Sprintf("BackupStorageLocation %q is %s%s; the deletion starts once it is Available",
+				bsl.Name, cmp.Or(string(bsl.Status.Phase), "not validated yet"), withDetail(bsl.Status.Message))}, nil
+		}
+	}
+	busy, err := r.restoresRunning(ctx, dbr.Namespace, name)
+	if err != nil {
+		return nil, nil, deletionWait{}, err
+	}
+	if len(busy) > 0 {
+		return &b, nil, deletionWait{"RestoreInProgress", fmt.Sprintf("restore %s of the backup is running; the deletion starts once it has ended", strings.Join(busy, ", "))}, nil
+	}
+	return &b, nil, deletionWait{}, nil
+}
+
+func withDetail(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
+
+// restoresRunning names the restores of backup that have not ended: the
+// deletion would pull the tarball from under them.
+func (r *DeleteBackupRequestReconciler) restoresRunning(ctx context.Context, namespace, backup string) ([]string, error) {
+	var list v1.RestoreList
+	if err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &list, client.InNamespace(namespace))
+	}); err != nil {
+		return nil, fmt.Errorf("listing restores: %w", err)
+	}
+	var out []string
+	for _, rs := range list.Items {
+		if rs.Spec.BackupName != backup {
+			continue
+		}
+		switch rs.Status.Phase {
+		case "", v1.RestorePhaseNew, v1.RestorePhaseInProgress:
+			out = append(out, rs.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// wait records why a request waits and looks again later. Waiting does not
+// use up attempts.
+func (r *DeleteBackupRequestReconciler) wait(ctx context.Context, dbr *v1.DeleteBackupRequest, w deletionWait) (ctrl.Result, error) {
+	r.Log.Info("backup deletion waits", "request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName, "reason", w.reason, "detail", w.message)
+	err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		if s.Phase == "" {
+			s.Phase = v1.DeleteBackupRequestPhaseNew
+		}
+		setWaiting(dbr, w.reason, w.message)
+	})
+	return ctrl.Result{RequeueAfter: r.retryBase()}, err
+}
+
+// attempt runs one attempt of an InProgress request, resuming from its
+// checkpoint, and decides what comes next: the end, or another attempt.
+func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
+	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName)
+	if next := dbr.Status.NextAttemptTime; next != nil {
+		if wait := next.Sub(r.now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+	// A request resumed by a new server claims its backup here; one that
+	// started in this process holds the claim already.
+	if holder, loaded := r.backups.LoadOrStore(deletionBackupKey(dbr), dbr.Name); loaded && holder != dbr.Name {
+		return ctrl.Result{RequeueAfter: deletionWaitRecheck}, nil
+	}
+	reqKey := client.ObjectKeyFromObject(dbr)
+	r.running.Store(reqKey, struct{}{})
+	defer r.running.Delete(reqKey)
+
+	var b v1.Backup
+	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Spec.BackupName}, &b)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("reading backup %q: %w", dbr.Spec.BackupName, err)
+	}
+	if uid := dbr.Labels[v1.BackupUIDLabel]; err == nil && uid != "" && string(b.UID) != uid {
+		err = apierrors.NewNotFound(v1.Resource("backups"), dbr.Spec.BackupName)
+	}
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, r.backupGone(ctx, dbr)
+	}
+
+	bsl, store, wait, failure := r.openLocation(ctx, &b)
+	if wait.reason != "" {
+		return r.wait(ctx, dbr, wait)
+	}
+
+	attempt := dbr.Status.Attempts + 1
+	schedule := b.Labels[v1.ScheduleNameLabel]
+	metrics.BackupDeletionAttempts.WithLabelValues(schedule).Inc()
+	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		// Counted before it runs: an attempt that crashes the server is an
+		// attempt too, and a deletion that crashes it every time must end.
+		s.Attempts = attempt
+		s.NextAttemptTime = nil
+		if s.StartTimestamp == nil {
+			now := metav1.NewTime(r.now())
+			s.StartTimestamp = &now
+		}
+		if s.BackupPhaseBefore == "" && b.Status.Phase != v1.BackupPhaseDeleting {
+			s.BackupPhaseBefore = b.Status.Phase
+		}
+		setWaiting(dbr, "", "")
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.setBackupPhase(ctx, &b, v1.BackupPhaseDeleting, nil); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.Info("backup deletion attempt", "attempt", attempt, "of", r.maxAttempts(), "location", bsl)
+
+	var res deletion.Result
+	if failure != nil {
+		res = deletion.Result{Err: failure, ErrorCount: 1, Errors: []v1.DeletionError{{Message: failure.Error()}}, State: deletionStateOf(dbr)}
+		res.Report = v1.DeletionReport{Warnings: res.State.Warnings}
+	} else {
+		res = r.Engine.Run(ctx, deletion.Input{
+			Backup: &b, Store: store, State: deletionStateOf(dbr),
+			OnState: func(st deletion.State) {
+				// Best effort: a lost write costs calls repeated on resume.
+				if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) { applyDeletionState(s, st) }); err != nil {
+					log.Warn("recording the deletion checkpoint", "error", err)
+				}
+			},
+		})
+	}
+
+	if ctx.Err() != nil {
+		// The server is stopping. The attempt is not held against the
+		// request: the next server resumes it from the checkpoint.
+		log.Info("backup deletion interrupted; it resumes from its checkpoint when the server starts again")
+		return ctrl.Result{}, r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+			applyDeletionState(s, res.State)
+			s.Attempts = attempt - 1
+		})
+	}
+	if res.Err == nil {
+		return ctrl.Result{}, r.succeeded(ctx, dbr, &b, res)
+	}
+	return r.failed(ctx, dbr, &b, res, attempt)
+}
+
+// openLocation opens the backup's store. A location that is not usable
+// right now is a reason to wait; one that is gone or ReadOnly since the
+// request started fails the attempt.
+func (r *DeleteBackupRequestReconciler) openLocation(ctx context.Context, b *v1.Backup) (string, *storage.BackupStore, deletionWait, error) {
+	name := b.Spec.StorageLocation
+	if name == "" {
+		return "", nil, deletionWait{}, nil
+	}
+	var bsl v1.BackupStorageLocation
+	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: b.Namespace, Name: name}, &bsl)
+	if apierrors.IsNotFound(err) {
+		return name, nil, deletionWait{}, fmt.Errorf("BackupStorageLocation %q of backup %q does not exist any more; recreate it", name, b.Name)
+	}
+	if err != nil {
+		return name, nil, deletionWait{"LocationUnavailable", fmt.Sprintf("reading BackupStorageLocation %q: %v", name, err)}, nil
+	}
+	if bsl.Spec.AccessMode == v1.BackupStorageLocationAccessModeReadOnly {
+		return name, nil, deletionWait{}, fmt.Errorf("BackupStorageLocation %q is ReadOnly; set its spec.accessMode to ReadWrite to delete backups from it", name)
+	}
+	if bsl.Status.Phase != v1.BackupStorageLocationPhaseAvailable {
+		return name, nil, deletionWait{"LocationUnavailable", fmt.Sprintf("BackupStorageLocation %q is %s%s",
+			name, cmp.Or(string(bsl.Status.Phase), "not validated yet"), withDetail(bsl.Status.Message))}, nil
+	}
+	octx, cancel := context.WithTimeout(ctx, deletionStoreTimeout)
+	defer cancel()
+	store, err := r.Locations.Open(octx, &bsl)
+	if err == nil {
+		err = store.IsValid(octx)
+	}
+	if err != nil {
+		return name, nil, deletionWait{}, fmt.Errorf("storage location %q is not usable: %w", name, err)
+	}
+	return name, store, deletionWait{}, nil
+}
+
+// succeeded ends a request whose backup is gone.
+func (r *DeleteBackupRequestReconciler) succeeded(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result) error {
+	defer r.release(dbr)
+	schedule := b.Labels[v1.ScheduleNameLabel]
+	metrics.BackupDeletionSuccesses.WithLabelValues(schedule).Inc()
+	if start := dbr.Status.StartTimestamp; start != nil {
+		metrics.BackupDeletionDuration.WithLabelValues(schedule).Observe(r.now().Sub(start.Time).Seconds())
+	}
+	now := metav1.NewTime(r.now())
+	report := res.Report
+	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		applyDeletionState(s, res.State)
+		s.Phase = v1.DeleteBackupRequestPhaseProcessed
+		s.Errors, s.ErrorDetails = nil, nil
+		s.Report = &report
+		s.NextAttemptTime = nil
+		s.CompletionTimestamp = &now
+	}); err != nil {
+		return err
+	}
+	r.Log.Info("backup deletion request processed", "request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName,
+		"attempts", dbr.Status.Attempts, "keysRemoved", report.KeysRemoved)
+	r.deleteOldRequests(ctx, dbr)
+	return nil
+}
+
+// backupGone ends a request whose Backup disappeared between attempts (its
+// own last step removed it and the final status write was lost, or it was
+// removed by hand).
+func (r *DeleteBackupRequestReconciler) backupGone(ctx context.Context, dbr *v1.DeleteBackupRequest) error {
+	defer r.release(dbr)
+	st := deletionStateOf(dbr)
+	now := metav1.NewTime(r.now())
+	if slices.Contains(st.Checkpoint.CompletedSteps, v1.DeletionStepBackupData) {
+		return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+			s.Phase = v1.DeleteBackupRequestPhaseProcessed
+			s.Errors, s.ErrorDetails = nil, nil
+			if s.Report == nil {
+				s.Report = &v1.DeletionReport{}
+			}
+			s.Report.SnapshotsDeleted, s.Report.RestoresDeleted, s.Report.KeysRemoved = s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved
+			s.CompletionTimestamp = &now
+		})
+	}
+	msg := fmt.Sprintf("backup %q was removed while its deletion was in progress (completed steps: %v); what the remaining steps delete may still be there, e.g. keys under backups/%s/ in its storage location",
+		dbr.Spec.BackupName, st.Checkpoint.CompletedSteps, dbr.Spec.BackupName)
+	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = v1.DeleteBackupRequestPhaseProcessed
+		s.Errors = []string{msg}
+		s.ErrorDetails = []v1.DeletionError{{Message: msg}}
+		s.CompletionTimestamp = &now
+	})
+}
+
+// failed records a failed attempt, puts the backup back in its phase, and
+// schedules the next attempt or ends the request.
+func (r *DeleteBackupRequestReconciler) failed(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result, attempt int32) (ctrl.Result, error) {
+	schedule := b.Labels[v1.ScheduleNameLabel]
+	metrics.BackupDeletionFailures.WithLabelValues(schedule).Inc()
+	last := int(attempt) >= r.maxAttempts()
+	msgs := res.Messages()
+	reason := "AttemptFailed"
+	if last {
+		reason = "AttemptsExhausted"
+	}
+	summary := fmt.Sprintf("attempt %d of %d failed: %s", attempt, r.maxAttempts(), strings.Join(msgs, "; "))
+	before := dbr.Status.BackupPhaseBefore
+	if err := r.setBackupPhase(ctx, b, before, &metav1.Condition{Type: ConditionDeletionFailed, Status: metav1.ConditionTrue, Reason: reason,
+		Message: fmt.Sprintf("deletion request %s: %s", dbr.Name, summary)}); err != nil {
+		return ctrl.Result{}, err
+	}
+	delay := r.backoff(attempt)
+	next := metav1.NewTime(r.now().Add(delay))
+	now := metav1.NewTime(r.now())
+	report := res.Report
+	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		applyDeletionState(s, res.State)
+		s.Errors = msgs
+		s.ErrorDetails = res.Errors
+		s.Report = &report
+		if last {
+			s.Phase = v1.DeleteBackupRequestPhaseFailed
+			s.NextAttemptTime = nil
+			s.CompletionTimestamp = &now
+			setWaiting(dbr, "", "")
+		} else {
+			s.NextAttemptTime = &next
+			setWaiting(dbr, "NextAttempt", fmt.Sprintf("%s; attempt %d starts at %s", summary, attempt+1, next.UTC().Format(time.RFC3339)))
+		}
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName, "attempt", attempt, "errors", res.ErrorCount)
+	if last {
+		r.release(dbr)
+		log.Error("backup deletion failed; no attempts left", "error", res.Err)
+		return ctrl.Result{}, nil
+	}
+	log.Warn("backup deletion attempt failed; retrying", "error", res.Err, "retryIn", delay)
+	return ctrl.Result{RequeueAfter: delay}, nil
+}
+
+// setBackupPhase sets b's phase (unless phase is empty) and cond.
+func (r *DeleteBackupRequestReconciler) setBackupPhase(ctx context.Context, b *v1.Backup, phase v1.BackupPhase, cond *metav1.Condition) error {
+	if (phase == "" || phase == b.Status.Phase) && cond == nil {
+		return nil
+	}
+	orig := b.DeepCopy()
+	if phase != "" {
+		b.Status.Phase = phase
+		setBackupConditions(b)
+	}
+	if cond != nil {
+		cond.ObservedGeneration = b.Generation
+		meta.SetStatusCondition(&b.Status.Conditions, *cond)
+	}
+	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Status().Patch(ctx, b, client.MergeFrom(orig)) })
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("setting phase %s on backup %s/%s: %w", phase, b.Namespace, b.Name, err)
+	}
+	return nil
+}
+
+// deleteOldRequests removes the other finished requests for a backup that
+// is now gone: they can never be acted on again. Followers of dbr stay,
+// since they carry dbr's outcome for whoever made them.
+func (r *DeleteBackupRequestReconciler) deleteOldRequests(ctx context.Context, dbr *v1.DeleteBackupRequest) {
+	var list v1.DeleteBackupRequestList
+	if err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
+	}); err != nil {
+		r.Log.Warn("listing old deletion requests", "backup", dbr.Spec.BackupName, "error", err)
+		return
+	}
+	uid := dbr.Labels[v1.BackupUIDLabel]
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == dbr.Name || o.Spec.BackupName != dbr.Spec.BackupName || !requestFinished(o.Status.Phase) || o.Status.HandledBy == dbr.Name {
+			continue
+		}
+		if ouid := o.Labels[v1.BackupUIDLabel]; ouid != "" && uid != "" && ouid != uid {
+			continue
+		}
+		err := r.call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, o) })
+		if err != nil && !apierrors.IsNotFound(err) {
+			r.Log.Warn("deleting an old deletion request", "request", o.Name, "error", err)
+		}
+	}
+}
+
+// processedWithErrors ends a request that cannot be carried out, as
+// Velero does: Processed, with the reasons in status.errors.
+func (r *DeleteBackupRequestReconciler) processedWithErrors(ctx context.Context, dbr *v1.DeleteBackupRequest, msgs ...string) error {
+	defer r.release(dbr)
+	now := metav1.NewTime(r.now())
+	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = v1.DeleteBackupRequestPhaseProcessed
+		s.Errors = slices.Clone(msgs)
+		s.ErrorDetails = nil
+		for _, m := range msgs {
+			s.ErrorDetails = append(s.ErrorDetails, v1.DeletionError{Message: m})
+		}
+		s.CompletionTimestamp = &now
+		setWaiting(dbr, "", "")
+	})
+}
+
+// patchStatus applies change to dbr's status, with the conditions derived
+// from the phase, and patches it. As for backups, a final status must be
+// written even while the server shuts down, so a cancelled ctx gets a
+// fresh, short one.
+func (r *DeleteBackupRequestReconciler) patchStatus(ctx context.Context, dbr *v1.DeleteBackupRequest, change func(*v1.DeleteBackupRequestStatus)) error {
+	orig := dbr.DeepCopy()
+	change(&dbr.Status)
+	setRequestConditions(dbr)
+	timeout := deletionCallTimeout
+	if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx)
+		timeout = 10 * time.Second
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := r.Client.Status().Patch(callCtx, dbr, client.MergeFrom(orig))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("updating status of deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
+	}
+	return nil
+}
+
+// setRequestConditions derives Processed and Failed from the phase.
+func setRequestConditions(dbr *v1.DeleteBackupRequest) {
+	s := &dbr.Status
+	reason := string(cmp.Or(s.Phase, v1.DeleteBackupRequestPhaseNew))
+	msg := ""
+	if len(s.Errors) > 0 {
+		msg = s.Errors[0]
+	}
+	if s.HandledBy != "" && requestFinished(s.Phase) {
+		msg = strings.TrimSpace("handled by deletion request " + s.HandledBy + " " + msg)
+	}
+	setCondition(&s.Conditions, dbr.Generation, ConditionProcessed, s.Phase == v1.DeleteBackupRequestPhaseProcessed, reason, msg)
+	setCondition(&s.Conditions, dbr.Generation, ConditionFailed, s.Phase == v1.DeleteBackupRequestPhaseFailed, reason, msg)
+}
+
+// setWaiting sets the Waiting condition: True with reason and message, or
+// False when reason is empty.
+func setWaiting(dbr *v1.DeleteBackupRequest, reason, msg string) {
+	if reason == "" {
+		setCondition(&dbr.Status.Conditions, dbr.Generation, ConditionWaiting, false, "NotWaiting", "")
+		return
+	}
+	setCondition(&dbr.Status.Conditions, dbr.Generation, ConditionWaiting, true, reason, msg)
+}
+
+// stateOf is the engine's state as the request's status holds it.
+func deletionStateOf(dbr *v1.DeleteBackupRequest) deletion.State {
+	s := dbr.Status
+	st := deletion.State{SnapshotsDeleted: s.SnapshotsDeleted, RestoresDeleted: s.RestoresDeleted, KeysRemoved: s.KeysRemoved}
+	if s.Checkpoint != nil {
+		st.Checkpoint = *s.Checkpoint.DeepCopy()
+	}
+	if s.Report != nil {
+		st.Warnings = slices.Clone(s.Report.Warnings)
+	}
+	return st
+}
+
+// applyState writes the engine's state into the status.
+func applyDeletionState(s *v1.DeleteBackupRequestStatus, st deletion.State) {
+	cp := st.Checkpoint
+	s.Checkpoint = &cp
+	s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved = st.SnapshotsDeleted, st.RestoresDeleted, st.KeysRemoved
+	if len(st.Warnings) > 0 {
+		if s.Report == nil {
+			s.Report = &v1.DeletionReport{}
+		}
+		s.Report.Warnings = slices.Clone(st.Warnings)
+	}
+}
+
+func deletionBackupKey(dbr *v1.DeleteBackupRequest) string {
+	return dbr.Namespace + "/" + dbr.Spec.BackupName
+}
+
+func (r *DeleteBackupRequestReconciler) backoff(attempt int32) time.Duration {
+	d := r.retryBase()
+	for i := int32(1); i < attempt && d < maxDeletionRetryDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxDeletionRetryDelay)
+}
+
+func (r *DeleteBackupRequestReconciler) maxAttempts() int {
+	if r.MaxAttempts > 0 {
+		return r.MaxAttempts
+	}
+	return DefaultDeletionMaxAttempts
+}
+
+func (r *DeleteBackupRequestReconciler) retryBase() time.Duration {
+	if r.RetryBase > 0 {
+		return r.RetryBase
+	}
+	return DefaultDeletionRetryBase
+}
+
+func (r *DeleteBackupRequestReconciler) requestTTL() time.Duration {
+	if r.RequestTTL > 0 {
+		return r.RequestTTL
+	}
+	return DefaultRequestTTL
+}
+
+func (r *DeleteBackupRequestReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *DeleteBackupRequestReconciler) get(ctx context.Context, reader client.Reader, key client.ObjectKey, obj client.Object) error {
+	return r.call(ctx, func(ctx context.Context) error { return reader.Get(ctx, key, obj) })
+}
+
+func (r *DeleteBackupRequestReconciler) call(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, deletionCallTimeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+// DeletionCluster is the deletion engine's access to the API server, in
+// one namespace.
+type DeletionCluster struct {
+	Client client.Client
+	// Reader reads around the cache (and must, for Secrets).
+	Reader    client.Reader
+	Namespace string
+	// CredentialsDir holds the credential files handed to
+	// VolumeSnapshotter plugins; empty means under the system temp dir.
+	CredentialsDir string
+}
+
+var _ deletion.Cluster = (*DeletionCluster)(nil)
+
+// SnapshotLocation implements deletion.Cluster. As Velero does, a location
+// with spec.credential gets the secret's key written to a file whose path
+// is passed as the config key credentialsFile.
+func (c *DeletionCluster) SnapshotLocation(ctx context.Context, name string) (string, map[string]string, error) {
+	var vsl v1.VolumeSnapshotLocation
+	err := deletionCall(ctx, func(ctx context.Context) error {
+		return c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &vsl)
+	})
+	if apierrors.IsNotFound(err) {
+		return "", nil, fmt.Errorf("VolumeSnapshotLocation %q not found in namespace %q; recreate it so its snapshots can be deleted", name, c.Namespace)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("reading VolumeSnapshotLocation %q: %w", name, err)
+	}
+	if vsl.Spec.Provider == "" {
+		return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: spec.provider is empty; set it to the VolumeSnapshotter plugin's name", name)
+	}
+	config := maps.Clone(vsl.Spec.Config)
+	if sel := vsl.Spec.Credential; sel != nil {
+		var secret corev1.Secret
+		err := deletionCall(ctx, func(ctx context.Context) error {
+			return c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: sel.Name}, &secret)
+		})
+		if err != nil {
+			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: reading spec.credential secret %q: %w", name, sel.Name, err)
+		}
+		data, ok := secret.Data[sel.Key]
+		if !ok {
+			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: secret %q has no key %q (spec.credential.key)", name, sel.Name, sel.Key)
+		}
+		path, err := c.writeCredentials("vsl-"+name, sel, data)
+		if err != nil {
+			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: %w", name, err)
+		}
+		if config == nil {
+			config = map[string]string{}
+		}
+		config["credentialsFile"] = path
+	}
+	return vsl.Spec.Provider, config, nil
+}
+
+// writeCredentials puts credentials where a plugin can read them, readable
+// by the server's user only; written to a temporary file and renamed, so a
+// plugin never reads half a file.
+func (c *DeletionCluster) writeCredentials(owner string, sel *corev1.SecretKeySelector, data []byte) (string, error) {
+	dir := c.CredentialsDir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "lifeboat-credentials")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the credentials dir: %w", err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%s", c.Namespace, owner, sel.Name, sel.Key))
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
+	}
+	return path, nil
+}
+
+// Restores implements deletion.Cluster: the Restores whose spec.backupName
+// is the backup, as Velero finds them.
+func (c *DeletionCluster) Restores(ctx context.Context, backup string) ([]string, error) {
+	var list v1.RestoreList
+	if err := deletionCall(ctx, func(ctx context.Context) error {
+		return c.Reader.List(ctx, &list, client.InNamespace(c.Namespace))
+	}); err != nil {
+		return nil, fmt.Errorf("listing restores: %w", err)
+	}
+	var out []string
+	for _, rs := range list.Items {
+		if rs.Spec.BackupName == backup {
+			out = append(out, rs.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// DeleteRestore implements deletion.Cluster.
+func (c *DeletionCluster) DeleteRestore(ctx context.Context, name string) error {
+	rs := &v1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
+	err := deletionCall(ctx, func(ctx context.Context) error { return c.Client.Delete(ctx, rs) })
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting restore %s/%s: %w", c.Namespace, name, err)
+	}
+	return nil
+}
+
+// RemoveBackup implements deletion.Cluster. The finalizer goes first (with
+// an optimistic lock, so another controller's write is not undone), then
+// the object, guarded by its UID so that a new backup created under the
+// same name in the meantime is never deleted.
+func (c *DeletionCluster) RemoveBackup(ctx context.Context, b *v1.Backup) error {
+	var cur v1.Backup
+	err := deletionCall(ctx, func(ctx context.Context) error { return c.Reader.Get(ctx, client.ObjectKeyFromObject(b), &cur) })
+	if apierrors.IsNotFound(err) || (err == nil && cur.UID != b.UID) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading backup %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	if controllerutil.ContainsFinalizer(&cur, v1.BackupFinalizer) {
+		orig := cur.DeepCopy()
+		controllerutil.RemoveFinalizer(&cur, v1.BackupFinalizer)
+		err := deletionCall(ctx, func(ctx context.Context) error {
+			return c.Client.Patch(ctx, &cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("removing finalizer %s from backup %s/%s: %w", v1.BackupFinalizer, b.Namespace, b.Name, err)
+		}
+	}
+	uid := cur.UID
+	err = deletionCall(ctx, func(ctx context.Context) error {
+		return c.Client.Delete(ctx, &cur, client.Preconditions{UID: &uid})
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting backup %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	return nil
+}
+
+func deletionCall(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, deletionCallTimeout)
+	defer cancel()
+	return fn(ctx)
+}

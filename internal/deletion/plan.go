@@ -1,0 +1,138 @@
+package deletion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
+)
+
+// Plan is what deleting a backup would do, worked out without changing
+// anything: what `lifeboat backup delete --dry-run` shows. Every list is in
+// a stable order, the order Run works in.
+type Plan struct {
+	Backup string `json:"backup"`
+	// Actions are the DeleteItemActions by name, each with the items it
+	// would receive, in tarball order. Run passes exactly these items.
+	Actions []ActionPlan `json:"actions"`
+	// Snapshots are the native volume snapshots to delete, in the order of
+	// the backup's snapshots file.
+	Snapshots []SnapshotPlan `json:"snapshots"`
+	// Restores are the Restores of the backup, by name, with their keys.
+	Restores []RestorePlan `json:"restores"`
+	// BackupKeys are the keys under backups/<name>/, in deletion order:
+	// velero-backup.json last.
+	BackupKeys []string `json:"backupKeys"`
+	// Warnings say what the plan could not find out.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ActionPlan is one DeleteItemAction and what it would receive.
+type ActionPlan struct {
+	Name string `json:"name"`
+	// AppliesTo is the selector the plugin answered with.
+	AppliesTo api.ResourceSelector `json:"appliesTo"`
+	Items     []Item               `json:"items"`
+}
+
+// SnapshotPlan is one native volume snapshot.
+type SnapshotPlan struct {
+	SnapshotID       string `json:"snapshotID"`
+	PersistentVolume string `json:"persistentVolume,omitempty"`
+	// Location is the VolumeSnapshotLocation that took it; Provider its
+	// VolumeSnapshotter ("" when the location could not be read).
+	Location string `json:"location"`
+	Provider string `json:"provider,omitempty"`
+}
+
+// RestorePlan is one Restore of the backup and its keys.
+type RestorePlan struct {
+	Name string   `json:"name"`
+	Keys []string `json:"keys"`
+}
+
+// Plan works out what deleting b from store would do. store may be nil for
+// a backup without a storage location. It reads the whole tarball, so a
+// plan of a big backup holds every matching item: it is meant for showing,
+// while Run streams.
+func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupStore) (*Plan, error) {
+	p := &Plan{Backup: b.Name, Actions: []ActionPlan{}, Snapshots: []SnapshotPlan{}, Restores: []RestorePlan{}, BackupKeys: []string{}}
+	if store == nil {
+		p.Warnings = append(p.Warnings, "the backup records no storage location: there is no tarball, no snapshot record and no key to delete")
+	}
+	actions, err := e.loadActions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range actions {
+		p.Actions = append(p.Actions, ActionPlan{Name: a.name, AppliesTo: a.selector, Items: []Item{}})
+	}
+	if store != nil && len(actions) > 0 {
+		err := scan(ctx, store, b.Name, e.limits(), func(it *tarItem) error {
+			for i, a := range actions {
+				if a.matches(it) {
+					p.Actions[i].Items = append(p.Actions[i].Items, it.item())
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, errNoTarball) {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("the tarball of backup %s is not in the store; DeleteItemActions would not be called", b.Name))
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if store != nil {
+		snaps, err := volumes.GetSnapshots(ctx, store, b.Name)
+		if err != nil {
+			return nil, err
+		}
+		providers := map[string]string{}
+		for _, s := range snaps {
+			if s.Status.ProviderSnapshotID == "" {
+				continue
+			}
+			sp := SnapshotPlan{SnapshotID: s.Status.ProviderSnapshotID, PersistentVolume: s.Spec.PersistentVolumeName, Location: s.Spec.Location}
+			provider, ok := providers[s.Spec.Location]
+			if !ok && e.Cluster != nil && s.Spec.Location != "" {
+				var perr error
+				provider, _, perr = e.Cluster.SnapshotLocation(ctx, s.Spec.Location)
+				if perr != nil {
+					p.Warnings = append(p.Warnings, fmt.Sprintf("snapshot location %s: %v", s.Spec.Location, perr))
+				}
+				providers[s.Spec.Location] = provider
+			}
+			sp.Provider = provider
+			p.Snapshots = append(p.Snapshots, sp)
+		}
+	}
+	if e.Cluster != nil {
+		names, err := e.Cluster.Restores(ctx, b.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			rp := RestorePlan{Name: name, Keys: []string{}}
+			if store != nil {
+				keys, err := store.ObjectStore().ListObjects(ctx, store.Bucket(), store.RestoreDir(name))
+				if err != nil {
+					return nil, fmt.Errorf("listing %s: %w", store.RestoreDir(name), err)
+				}
+				rp.Keys = append(rp.Keys, keys...)
+			}
+			p.Restores = append(p.Restores, rp)
+		}
+	}
+	if store != nil {
+		keys, err := backupKeys(ctx, store, b.Name)
+		if err != nil {
+			return nil, err
+		}
+		p.BackupKeys = append(p.BackupKeys, keys...)
+	}
+	return p, nil
+}

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/lifeboat-io/lifeboat/internal/controller"
+	"github.com/lifeboat-io/lifeboat/internal/deletion"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
+	"github.com/lifeboat-io/lifeboat/internal/selection"
+)
+
+// newDeletionReconciler builds the DeleteBackupRequest controller and its
+// engine.
+func newDeletionReconciler(mgr ctrl.Manager, cfg *rest.Config, opts Options, plugins *pluginhost.Host,
+	resolver *locations.Resolver, log *slog.Logger) (*controller.DeleteBackupRequestReconciler, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating discovery client: %w", err)
+	}
+	engine := &deletion.Engine{
+		Plugins: plugins,
+		Cluster: &controller.DeletionCluster{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.Namespace, CredentialsDir: opts.CredentialsDir,
+		},
+		Resolver: discoveryResolver(dc),
+		Workers:  opts.DeleteItemActionWorkers,
+		Log:      log.With("component", "deletion"),
+	}
+	return &controller.DeleteBackupRequestReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver, Engine: engine,
+		MaxAttempts: opts.DeletionMaxAttempts, RetryBase: opts.DeletionRetryBase,
+		Log: log.With("controller", "deletebackuprequest"),
+	}, nil
+}
+
+// discoveryResolver resolves AppliesTo names against the resources the
+// cluster serves now, at their preferred versions, as Velero does. A group
+// whose discovery failed (an aggregated API that is down) leaves its names
+// unresolved, which Velero's rules then match as written.
+func discoveryResolver(dc discovery.DiscoveryInterface) deletion.ResolverFunc {
+	return func(context.Context) (selection.ResourceResolver, error) {
+		lists, err := dc.ServerPreferredResources()
+		var partial *discovery.ErrGroupDiscoveryFailed
+		if err != nil && !errors.As(err, &partial) {
+			return nil, fmt.Errorf("discovering the server's resources: %w", err)
+		}
+		return selection.NewDiscoveryResolver(lists), nil
+	}
+}
