@@ -12,6 +12,8 @@
 #   BENCH_SKIP_RESTORE 1: no restore measurement
 #   BENCH_PLUGIN_N     plugin overhead: comma-separated numbers of ConfigMaps (default 10000)
 #   BENCH_SKIP_PLUGIN  1: no plugin overhead measurement
+#   BENCH_DELETE_N     deletion: comma-separated numbers of ConfigMaps in the deleted backup (default 50000,100000)
+#   BENCH_SKIP_DELETE  1: no deletion measurement
 #   BENCH_SKIP_POLICY  1: no volume policy evaluation measurement (10,000 claims, 20,000 pods)
 #   BENCH_RUNS         measured runs per N, backup, restore and plugin; the tables show medians (default 3)
 #   BENCH_WARMUP       unmeasured backup runs of each side per N first (default 1; plugin: per server process)
@@ -57,6 +59,17 @@ if [[ -n "$plugin_n" ]]; then
 	"$GO" build -o "$tools/annotate" ./examples/plugins/annotate
 	plugin_args=(-plugin-n "$plugin_n" -plugin "$tools/annotate")
 fi
+delete_n=${BENCH_DELETE_N:-50000,100000}
+if [[ "${BENCH_SKIP_DELETE:-}" == 1 ]]; then
+	delete_n=
+fi
+delete_args=()
+if [[ -n "$delete_n" ]]; then
+	# The deletion measurement's external DeleteItemAction: it applies to
+	# every ConfigMap and does nothing with it.
+	"$GO" build -o "$tools/deleteplugin" ./bench/deleteplugin
+	delete_args=(-delete-n "$delete_n" -delete-plugin "$tools/deleteplugin")
+fi
 args=(
 	-n "${BENCH_N:-2000,10000,50000}"
 	-restore-n "$restore_n"
@@ -67,6 +80,7 @@ args=(
 	-floor "$tools/floor"
 	-createfloor "$tools/createfloor"
 	"${plugin_args[@]}"
+	"${delete_args[@]}"
 )
 if [[ "${BENCH_SKIP_BACKUP:-}" == 1 ]]; then
 	args+=(-skip-backup)

@@ -45,6 +45,7 @@ type config struct {
 	sizes          []int
 	restoreSizes   []int
 	pluginSizes    []int
+	deleteSizes    []int
 	runs           int
 	warmup         int
 	restoreWarmup  int
@@ -56,25 +57,31 @@ type config struct {
 	floorBin       string
 	createFloorBin string
 	pluginBin      string
-	serverArgs     []string
-	workDir        string
-	keep           bool
-	jsonOut        string
-	backupTimeout  time.Duration
-	restoreTimeout time.Duration
-	pause          time.Duration
+	// deletePluginBin is the deletion measurement's external
+	// DeleteItemAction (go build ./bench/deleteplugin).
+	deletePluginBin string
+	serverArgs      []string
+	workDir         string
+	keep            bool
+	jsonOut         string
+	backupTimeout   time.Duration
+	restoreTimeout  time.Duration
+	pause           time.Duration
 }
 
-func (c config) backup() bool  { return len(c.sizes) > 0 }
-func (c config) restore() bool { return len(c.restoreSizes) > 0 }
-func (c config) plugin() bool  { return len(c.pluginSizes) > 0 }
+func (c config) backup() bool   { return len(c.sizes) > 0 }
+func (c config) restore() bool  { return len(c.restoreSizes) > 0 }
+func (c config) plugin() bool   { return len(c.pluginSizes) > 0 }
+func (c config) deletion() bool { return len(c.deleteSizes) > 0 }
 
 func main() {
 	var c config
-	var sizes, restoreSizes, pluginSizes, serverArgs string
+	var sizes, restoreSizes, pluginSizes, deleteSizes, serverArgs string
 	var skipBackup bool
 	flag.StringVar(&sizes, "n", "2000,10000,50000", "comma-separated numbers of ConfigMaps to back up, one measurement each")
 	flag.StringVar(&restoreSizes, "restore-n", "", "comma-separated numbers of ConfigMaps to restore, one measurement each (empty: no restore measurement)")
+	flag.StringVar(&deleteSizes, "delete-n", "", "comma-separated numbers of ConfigMaps in a backup to delete with two DeleteItemActions (-delete-plugin and a built-in), one measurement each (empty: no deletion measurement)")
+	flag.StringVar(&c.deletePluginBin, "delete-plugin", "", "the DeleteItemAction plugin binary (go build ./bench/deleteplugin); needed for -delete-n")
 	flag.StringVar(&pluginSizes, "plugin-n", "", "comma-separated numbers of ConfigMaps to back up with and without one external BackupItemAction (-plugin), one measurement each (empty: no plugin measurement)")
 	flag.BoolVar(&skipBackup, "skip-backup", false, "no backup throughput measurement (ignore -n)")
 	flag.IntVar(&c.runs, "runs", 3, "measured runs of each side per N, backup and restore; the tables report medians")
@@ -105,7 +112,7 @@ func main() {
 		sizes = ""
 	}
 	c.serverArgs = strings.Fields(serverArgs)
-	if err := c.validate(sizes, restoreSizes, pluginSizes); err != nil {
+	if err := c.validate(sizes, restoreSizes, pluginSizes, deleteSizes); err != nil {
 		fmt.Fprintln(os.Stderr, "backupbench:", err)
 		os.Exit(2)
 	}
@@ -113,7 +120,7 @@ func main() {
 	// are stopped cleanly; Pdeathsig covers the case where we are killed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	results, restores, plugins, err := run(ctx, c)
+	results, restores, plugins, deletes, err := run(ctx, c)
 	if len(results) > 0 {
 		writeReport(os.Stdout, c, results)
 	}
@@ -129,8 +136,14 @@ func main() {
 		}
 		writePluginReport(os.Stdout, c, plugins)
 	}
-	if c.jsonOut != "" && len(results)+len(restores)+len(plugins) > 0 {
-		if jerr := writeJSON(c.jsonOut, c, results, restores, plugins); jerr != nil {
+	if len(deletes) > 0 {
+		if len(results)+len(restores)+len(plugins) > 0 {
+			fmt.Fprintln(os.Stdout)
+		}
+		writeDeleteReport(os.Stdout, c, deletes)
+	}
+	if c.jsonOut != "" && len(results)+len(restores)+len(plugins)+len(deletes) > 0 {
+		if jerr := writeJSON(c.jsonOut, c, results, restores, plugins, deletes); jerr != nil {
 			fmt.Fprintln(os.Stderr, "backupbench:", jerr)
 		}
 	}
@@ -156,7 +169,7 @@ func parseSizes(flagName, s string) ([]int, error) {
 	return out, nil
 }
 
-func (c *config) validate(sizes, restoreSizes, pluginSizes string) error {
+func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes string) error {
 	var err error
 	if c.sizes, err = parseSizes("-n", sizes); err != nil {
 		return err
@@ -167,9 +180,12 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes string) error {
 	if c.pluginSizes, err = parseSizes("-plugin-n", pluginSizes); err != nil {
 		return err
 	}
+	if c.deleteSizes, err = parseSizes("-delete-n", deleteSizes); err != nil {
+		return err
+	}
 	switch {
-	case !c.backup() && !c.restore() && !c.plugin():
-		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n and -plugin-n name no sizes")
+	case !c.backup() && !c.restore() && !c.plugin() && !c.deletion():
+		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n, -plugin-n and -delete-n name no sizes")
 	case c.runs < 1:
 		return errors.New("-runs must be at least 1")
 	case c.warmup < 0 || c.restoreWarmup < 0:
@@ -186,6 +202,8 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes string) error {
 		return errors.New("-createfloor is required to measure restores (go build -o CREATEFLOOR ./bench/createfloor)")
 	case c.plugin() && c.pluginBin == "":
 		return errors.New("-plugin is required to measure plugin overhead (go build -o PLUGIN ./examples/plugins/annotate)")
+	case c.deletion() && c.deletePluginBin == "":
+		return errors.New("-delete-plugin is required to measure deletions (go build -o PLUGIN ./bench/deleteplugin)")
 	}
 	bins := []*string{&c.lifeboatBin}
 	if c.backup() {
@@ -196,6 +214,9 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes string) error {
 	}
 	if c.plugin() {
 		bins = append(bins, &c.pluginBin)
+	}
+	if c.deletion() {
+		bins = append(bins, &c.deletePluginBin)
 	}
 	for _, p := range bins {
 		abs, err := filepath.Abs(*p)
@@ -213,11 +234,11 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes string) error {
 // run measures every N in turn, each against a fresh cluster, backups
 // first, then restores, then plugin overhead, and returns what it measured
 // even when a later N fails.
-func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pluginSizeResult, error) {
+func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pluginSizeResult, []deleteSizeResult, error) {
 	if c.workDir == "" {
 		dir, err := os.MkdirTemp("", "lifeboat-bench-")
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("creating work directory: %w", err)
+			return nil, nil, nil, nil, fmt.Errorf("creating work directory: %w", err)
 		}
 		c.workDir = dir
 		if !c.keep {
@@ -228,29 +249,29 @@ func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pl
 	var results []sizeResult
 	for _, n := range c.sizes {
 		if err := ctx.Err(); err != nil {
-			return results, nil, nil, err
+			return results, nil, nil, nil, err
 		}
 		res, err := measureSize(ctx, c, n)
 		if err != nil {
-			return results, nil, nil, fmt.Errorf("backup N=%d: %w", n, err)
+			return results, nil, nil, nil, fmt.Errorf("backup N=%d: %w", n, err)
 		}
 		results = append(results, res)
 	}
 	var restores []restoreSizeResult
 	for _, n := range c.restoreSizes {
 		if err := ctx.Err(); err != nil {
-			return results, restores, nil, err
+			return results, restores, nil, nil, err
 		}
 		res, err := measureRestoreSize(ctx, c, n)
 		if err != nil {
-			return results, restores, nil, fmt.Errorf("restore N=%d: %w", n, err)
+			return results, restores, nil, nil, fmt.Errorf("restore N=%d: %w", n, err)
 		}
 		restores = append(restores, res)
 	}
 	var plugins []pluginSizeResult
 	for _, n := range c.pluginSizes {
 		if err := ctx.Err(); err != nil {
-			return results, restores, plugins, err
+			return results, restores, plugins, nil, err
 		}
 		res, err := measurePluginSize(ctx, c, n)
 		if err != nil {
@@ -258,11 +279,24 @@ func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pl
 			if len(res.Runs) > 0 {
 				plugins = append(plugins, res)
 			}
-			return results, restores, plugins, fmt.Errorf("plugin N=%d: %w", n, err)
+			return results, restores, plugins, nil, fmt.Errorf("plugin N=%d: %w", n, err)
 		}
 		plugins = append(plugins, res)
 	}
-	return results, restores, plugins, nil
+	var deletes []deleteSizeResult
+	for _, n := range c.deleteSizes {
+		if err := ctx.Err(); err != nil {
+			return results, restores, plugins, deletes, err
+		}
+		res, err := measureDeleteSize(ctx, c, n)
+		if len(res.Runs) > 0 {
+			deletes = append(deletes, res)
+		}
+		if err != nil {
+			return results, restores, plugins, deletes, fmt.Errorf("delete N=%d: %w", n, err)
+		}
+	}
+	return results, restores, plugins, deletes, nil
 }
 
 // alternate runs the two sides of measured run i (counted from 0): the
@@ -321,7 +355,7 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult) error {
+func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult) error {
 	data, err := json.MarshalIndent(struct {
 		Runs          int                 `json:"runs"`
 		Warmup        int                 `json:"warmup"`
@@ -331,7 +365,8 @@ func writeJSON(path string, c config, results []sizeResult, restores []restoreSi
 		Results       []sizeResult        `json:"results,omitempty"`
 		Restores      []restoreSizeResult `json:"restores,omitempty"`
 		Plugins       []pluginSizeResult  `json:"plugins,omitempty"`
-	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores, plugins}, "", "  ")
+		Deletes       []deleteSizeResult  `json:"deletes,omitempty"`
+	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores, plugins, deletes}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)
 	}

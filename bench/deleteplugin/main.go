@@ -1,0 +1,37 @@
+// Command deleteplugin is the deletion benchmark's external
+// DeleteItemAction: it applies to every ConfigMap and does nothing with
+// it, so the benchmark measures what Lifeboat's deletion costs around a
+// plugin (reading the tarball, matching, the gRPC calls, checkpoints), not
+// what a plugin does. The server's report counts the items it was given.
+package main
+
+import (
+	"log/slog"
+
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/framework"
+)
+
+// Name is the plugin's name.
+const Name = "bench.lifeboat.io/noop-delete"
+
+func main() {
+	framework.NewServer().
+		RegisterDeleteItemAction(Name, func(*slog.Logger) (api.DeleteItemAction, error) { return noop{}, nil }).
+		Serve()
+}
+
+type noop struct{}
+
+func (noop) AppliesTo() (api.ResourceSelector, error) {
+	return api.ResourceSelector{IncludedResources: []string{"configmaps"}}, nil
+}
+
+func (noop) Execute(in *api.DeleteItemActionExecuteInput) error {
+	if in.Item == nil {
+		return nil
+	}
+	// Read what a real action reads first: which item this is.
+	_ = in.Item.UnstructuredContent()["metadata"]
+	return nil
+}
