@@ -97,6 +97,11 @@ type Outcome struct {
 	Errors        int
 	Progress      v1.BackupProgress
 	Completion    time.Time
+	// VolumeSnapshotsAttempted and VolumeSnapshotsCompleted count the
+	// native snapshots, as Velero's status does: `backup describe` shows
+	// them, and `backup delete --force` names the snapshots it leaves
+	// behind from them.
+	VolumeSnapshotsAttempted, VolumeSnapshotsCompleted int
 }
 
 // Run backs up what b's spec selects into store. b must carry the status the
@@ -192,6 +197,12 @@ func (r *run) execute(ctx context.Context) Outcome {
 		out.Phase = v1.BackupPhaseCompleted
 	}
 	out.Operations = len(r.operations)
+	out.VolumeSnapshotsAttempted = len(r.snapshots)
+	for _, s := range r.snapshots {
+		if s.Status.Phase == volumes.SnapshotPhaseCompleted {
+			out.VolumeSnapshotsCompleted++
+		}
+	}
 	r.log.Info("backup finished", "phase", out.Phase, "items", r.backedUp, "warnings", out.Warnings,
 		"errors", out.Errors, "duration", time.Since(start).Round(time.Millisecond).String())
 
@@ -426,6 +437,8 @@ func ApplyOutcome(b *v1.Backup, out Outcome) {
 	p := out.Progress
 	b.Status.Progress = &p
 	b.Status.BackupItemOperationsAttempted = out.Operations
+	b.Status.VolumeSnapshotsAttempted = out.VolumeSnapshotsAttempted
+	b.Status.VolumeSnapshotsCompleted = out.VolumeSnapshotsCompleted
 	if !out.Completion.IsZero() {
 		t := metav1.NewTime(out.Completion)
 		b.Status.CompletionTimestamp = &t

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -248,6 +249,21 @@ func TestVolumeDecisions(t *testing.T) {
 	slices.Sort(taken)
 	if w := []string{f.ns + "-gold=snap-vol-gold", f.ns + "-silver=snap-/data/silver"}; !slices.Equal(taken, w) {
 		t.Errorf("snapshots %v, want %v", taken, w)
+	}
+	if out.VolumeSnapshotsAttempted != 2 || out.VolumeSnapshotsCompleted != 2 {
+		t.Errorf("outcome counts %d snapshots attempted, %d completed; want 2 and 2", out.VolumeSnapshotsAttempted, out.VolumeSnapshotsCompleted)
+	}
+	stored := &v1.Backup{}
+	meta, err := f.store.GetBackupMetadata(ctx, "volumes")
+	if err == nil {
+		err = json.Unmarshal(meta, stored)
+	}
+	if err != nil {
+		t.Fatalf("reading velero-backup.json: %v", err)
+	}
+	if stored.Status.VolumeSnapshotsAttempted != 2 || stored.Status.VolumeSnapshotsCompleted != 2 {
+		t.Errorf("velero-backup.json counts %d snapshots attempted, %d completed; want 2 and 2",
+			stored.Status.VolumeSnapshotsAttempted, stored.Status.VolumeSnapshotsCompleted)
 	}
 	if snapshotter.config["where"] != "here" {
 		t.Errorf("the snapshotter was not initialised with the location's config: %v", snapshotter.config)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,7 +126,12 @@ func confirm(cmd *cobra.Command, force bool, backups []v1.Backup) error {
 	}
 	in, ok := cmd.InOrStdin().(*os.File)
 	if !ok || !isTerminal(in) {
-		return fmt.Errorf("refusing to delete %d backups (%s) without --confirm", len(backups), strings.Join(names, ", "))
+		// Whatever a pipe says is no answer: nobody saw the question.
+		what := "backup " + names[0]
+		if len(names) > 1 {
+			what = fmt.Sprintf("%d backups (%s)", len(names), strings.Join(names, ", "))
+		}
+		return fmt.Errorf("refusing to delete %s without --confirm: standard input is not a terminal, so there is no one to ask", what)
 	}
 	what := "delete"
 	if force {
@@ -183,8 +189,32 @@ func forceDelete(ctx context.Context, c client.Client, out io.Writer, b *v1.Back
 	if n := b.Status.VolumeSnapshotsCompleted; n > 0 {
 		fmt.Fprintf(out, "  - %d native volume snapshots (in its volume snapshot locations %s)\n", n, listOr(b.Spec.VolumeSnapshotLocations, none))
 	}
-	fmt.Fprintln(out, "  - its restores, and whatever its plugins created outside the backup (no DeleteItemAction ran)")
+	if restores, err := restoresOf(ctx, c, b); err != nil {
+		fmt.Fprintf(out, "  - its restores, if any (%v)\n", err)
+	} else if len(restores) > 0 {
+		fmt.Fprintf(out, "  - its restores %s (the objects, and their files under restores/<name>/)\n", strings.Join(restores, ", "))
+	}
+	fmt.Fprintln(out, "  - whatever its plugins created outside the backup (no DeleteItemAction ran)")
 	return nil
+}
+
+// restoresOf names the Restores made from b, as the deletion would find
+// them (spec.backupName), so that --force can say which it leaves behind.
+func restoresOf(ctx context.Context, c client.Client, b *v1.Backup) ([]string, error) {
+	callCtx, cancel := callCtx(ctx)
+	defer cancel()
+	var list v1.RestoreList
+	if err := c.List(callCtx, &list, client.InNamespace(b.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the restores of backup %q: %w", b.Name, err)
+	}
+	var out []string
+	for _, r := range list.Items {
+		if r.Spec.BackupName == b.Name {
+			out = append(out, r.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // waitForDeletion polls a request until it ends and prints how.

@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -39,6 +41,9 @@ const (
 	cleanupAction = "example.io/cleanup"
 	receiptLabel  = "example.lifeboat.io/receipt"
 )
+
+// receiptListGVK lists the cleanup example's receipts (receipt-crd.yaml).
+var receiptListGVK = schema.GroupVersionKind{Group: "example.lifeboat.io", Version: "v1", Kind: "ReceiptList"}
 
 var (
 	delPluginsOnce sync.Once
@@ -87,6 +92,7 @@ type delWorld struct {
 func newDelWorld(t *testing.T, tune func(*server.Options)) *delWorld {
 	t.Helper()
 	w := &delWorld{t: t, ns: env.NewNamespace(t, "del"), app: env.NewNamespace(t, "delapp"), state: t.TempDir()}
+	ensureReceiptCRD(t)
 	// Plugin processes inherit the server's environment: the cleanup
 	// example reads KUBECONFIG, the test plugin its state dir.
 	t.Setenv("KUBECONFIG", env.Kubeconfig)
@@ -280,15 +286,17 @@ func (w *delWorld) removeFile(name string) {
 	}
 }
 
+// receipts names the cleanup example's receipts in the app namespace.
 func (w *delWorld) receipts() []string {
 	w.t.Helper()
-	var list corev1.ConfigMapList
-	if err := env.Client.List(testenv.Ctx(w.t), &list, client.InNamespace(w.app), client.HasLabels{receiptLabel}); err != nil {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(receiptListGVK)
+	if err := env.Client.List(testenv.Ctx(w.t), list, client.InNamespace(w.app), client.HasLabels{receiptLabel}); err != nil {
 		w.t.Fatal(err)
 	}
 	var out []string
-	for _, cm := range list.Items {
-		out = append(out, cm.Name)
+	for _, r := range list.Items {
+		out = append(out, r.GetName())
 	}
 	return out
 }

@@ -2,19 +2,21 @@ package e2e
 
 import (
 	"context"
-	"time"
-
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
@@ -54,6 +56,40 @@ func ensureWidgetCRD(t *testing.T) {
 			return false, err
 		}
 		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("CRD %s not established: %v", crd.Name, err)
+	}
+}
+
+// ensureReceiptCRD installs the cleanup example's Receipt CRD from the
+// file its README tells users to apply, and waits until it is served: the
+// example's BackupItemAction fails every ConfigMap without it.
+func ensureReceiptCRD(t *testing.T) {
+	t.Helper()
+	const file = "../../examples/plugins/cleanup/receipt-crd.yaml"
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("reading the Receipt CRD: %v", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	ctx := testenv.Ctx(t)
+	if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating CRD %s: %v", crd.Name, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+			return false, err
+		}
+		for _, c := range crd.Status.Conditions {
 			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
 				return true, nil
 			}

@@ -3,20 +3,26 @@ package plugins
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
@@ -191,4 +197,63 @@ func location(t *testing.T, provider string) (*v1.BackupStorageLocation, string)
 	env.Create(t, bsl)
 	env.WaitLocationPhase(t, bsl.Name, v1.BackupStorageLocationPhaseAvailable, time.Minute)
 	return bsl, root + "/" + bucket
+}
+
+// The cleanup example's receipts, as its README and receipt-crd.yaml
+// describe them.
+const (
+	receiptLabel         = "example.lifeboat.io/receipt"
+	receiptGroupResource = "receipts.example.lifeboat.io"
+)
+
+var receiptListGVK = schema.GroupVersionKind{Group: "example.lifeboat.io", Version: "v1", Kind: "ReceiptList"}
+
+// installReceiptCRD creates the cleanup example's CRD from the file its
+// README tells users to apply, and waits until the API server serves it.
+// Every backup of a ConfigMap runs example.io/receipt, which fails the
+// item without it, so TestMain installs it before the server starts.
+func installReceiptCRD(ctx context.Context, c client.Client) error {
+	file := filepath.Join(moduleRoot, "examples", "plugins", "cleanup", "receipt-crd.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("reading the Receipt CRD: %w", err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+			return false, err
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRD %s is not established: %w", crd.Name, err)
+	}
+	return nil
+}
+
+// listReceipts lists the receipts made for backup, in namespace ns (every
+// namespace when ns is "").
+func listReceipts(t *testing.T, ns, backup string) []unstructured.Unstructured {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(receiptListGVK)
+	opts := []client.ListOption{client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(backup), receiptLabel: "true"}}
+	if ns != "" {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	if err := env.Client.List(testenv.Ctx(t), list, opts...); err != nil {
+		t.Fatalf("listing receipts: %v", err)
+	}
+	return list.Items
 }

@@ -33,6 +33,9 @@ var (
 	// compatStateDir is where the Velero-SDK plugin's DeleteItemAction
 	// writes down its calls.
 	compatStateDir string
+	// cleanupCallLog is where the cleanup example's DeleteItemAction
+	// writes down its calls (its CLEANUP_CALL_LOG).
+	cleanupCallLog string
 	// moduleRoot is the main module's directory.
 	moduleRoot string
 )
@@ -64,6 +67,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(tmp)
 	pluginDir = filepath.Join(tmp, "plugins")
 	compatStateDir = filepath.Join(tmp, "compat-state")
+	cleanupCallLog = filepath.Join(tmp, "cleanup-calls.log")
 	for _, d := range []string{pluginDir, compatStateDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fail(err)
@@ -75,15 +79,22 @@ func run(m *testing.M) int {
 
 	// The server starts after the environment is up, so that the plugin
 	// processes it starts inherit KUBECONFIG (the cleanup and annotate
-	// examples talk to the cluster) and the compat plugin's state dir.
+	// examples talk to the cluster) and the compat and cleanup plugins'
+	// call logs.
 	e, err := testenv.Start(testenv.Options{WithoutServer: true, PluginDir: pluginDir})
 	if err != nil {
 		return fail(fmt.Errorf("starting the test environment: %w", err))
 	}
 	env = e
 	defer e.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := installReceiptCRD(ctx, e.Client); err != nil {
+		return fail(err)
+	}
 	os.Setenv("KUBECONFIG", e.Kubeconfig)
 	os.Setenv("COMPAT_PLUGIN_STATE_DIR", compatStateDir)
+	os.Setenv("CLEANUP_CALL_LOG", cleanupCallLog)
 	if err := e.StartServer(); err != nil {
 		return fail(err)
 	}
@@ -164,11 +175,21 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// lifeboat runs the CLI as a user would, against the test cluster.
+// lifeboat runs the CLI as a user would, against the test cluster, with
+// nothing on standard input.
 func lifeboat(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return lifeboatWithInput(t, strings.NewReader(""), args...)
+}
+
+// lifeboatWithInput runs the CLI with stdin as its standard input. Without
+// SetIn the command would read the test binary's own stdin, which is a
+// terminal when go test runs in one, and a prompt would hang the test.
+func lifeboatWithInput(t *testing.T, stdin io.Reader, args ...string) (string, error) {
 	t.Helper()
 	cmd := cli.NewRootCommand()
 	var out bytes.Buffer
+	cmd.SetIn(stdin)
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SetArgs(append([]string{"--kubeconfig", env.Kubeconfig, "-n", env.Namespace}, args...))
@@ -187,9 +208,10 @@ func mustLifeboat(t *testing.T, args ...string) string {
 	return out
 }
 
-// The tests' own plugin host over the same plugin dir: it calls plugins the
-// server has no verb for yet (DeleteItemActions run on backup deletion,
-// a later issue) and runs the storage conformance suite over ObjectStores.
+// The tests' own plugin host over the same plugin dir: it calls plugins
+// directly, apart from any backup or deletion (a DeleteItemAction twice on
+// the same items, to check a retry), and runs the storage conformance suite
+// over ObjectStores.
 var (
 	hostOnce sync.Once
 	host     *pluginhost.Host
