@@ -45,7 +45,7 @@ func (hd *handle[T]) RemotePlugin() {}
 
 func (hd *handle[T]) do(call func(T) error) error {
 	for attempt := 0; ; attempt++ {
-		impl, err := hd.get()
+		impl, p, err := hd.getProcess()
 		if err != nil {
 			return err
 		}
@@ -55,13 +55,13 @@ func (hd *handle[T]) do(call func(T) error) error {
 		}
 		switch code(err) {
 		case codes.Unavailable, codes.Canceled:
-			hd.h.restart(hd.entry.Binary, hd.instanceKey(), err)
+			hd.h.restart(hd.entry.Binary, hd.instanceKey(), p, err)
 			if attempt == 0 {
 				continue
 			}
 			return fmt.Errorf("%s plugin %s (%s) crashed twice: %w", hd.entry.Kind, hd.entry.Name, hd.entry.Binary, err)
 		case codes.DeadlineExceeded:
-			hd.h.restart(hd.entry.Binary, hd.instanceKey(), err)
+			hd.h.restart(hd.entry.Binary, hd.instanceKey(), p, err)
 			return fmt.Errorf("%s plugin %s (%s) did not answer within %s and was restarted: %w",
 				hd.entry.Kind, hd.entry.Name, hd.entry.Binary, hd.h.timeout(hd.entry.Kind), err)
 		}
@@ -70,28 +70,37 @@ func (hd *handle[T]) do(call func(T) error) error {
 }
 
 func (hd *handle[T]) get() (T, error) {
+	impl, _, err := hd.getProcess()
+	return impl, err
+}
+
+// getProcess is get, also returning the process the client talks to: a
+// call that fails restarts that process only, not one another failed call
+// already started in its place (every call in flight on a process that
+// died fails at once).
+func (hd *handle[T]) getProcess() (T, *process, error) {
 	var zero T
 	p, err := hd.h.process(hd.entry.Binary, hd.instanceKey())
 	if err != nil {
-		return zero, err
+		return zero, nil, err
 	}
 	raw, err := p.dispense(hd.entry.Kind)
 	if err != nil {
-		return zero, err
+		return zero, nil, err
 	}
 	impl, err := hd.client(raw, hd.entry.Name, hd.h.timeout(hd.entry.Kind))
 	if err != nil {
-		return zero, err
+		return zero, nil, err
 	}
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
 	if hd.init != nil && hd.initialized != p {
 		if err := hd.init(impl); err != nil {
-			return zero, fmt.Errorf("%s plugin %s: Init: %w", hd.entry.Kind, hd.entry.Name, err)
+			return zero, nil, fmt.Errorf("%s plugin %s: Init: %w", hd.entry.Kind, hd.entry.Name, err)
 		}
 		hd.initialized = p
 	}
-	return impl, nil
+	return impl, p, nil
 }
 
 // setInit records init (and the config it applies, which selects the

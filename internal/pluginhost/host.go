@@ -211,15 +211,18 @@ func (h *Host) process(bin, instance string) (*process, error) {
 	return p, nil
 }
 
-// restart throws away a process (crashed or hung); the next call starts a
-// new one.
-func (h *Host) restart(bin, instance string, why error) {
+// restart throws away p, a process of bin for instance (crashed or hung);
+// the next call starts a new one. A process already replaced was killed by
+// whoever replaced it (or had exited), and its replacement is left alone.
+func (h *Host) restart(bin, instance string, p *process, why error) {
 	k := bin + "\x00" + instance
 	h.mu.Lock()
-	p, ok := h.procs[k]
-	delete(h.procs, k)
+	current := h.procs[k] == p
+	if current {
+		delete(h.procs, k)
+	}
 	h.mu.Unlock()
-	if ok {
+	if current {
 		h.log.Warn("restarting plugin process", "binary", bin, "reason", why.Error())
 		p.kill()
 	}

@@ -2,10 +2,12 @@ package pluginhost
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +65,8 @@ func TestHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := h.List()
-	if len(got) != 2 || got[0].Binary != BuiltIn || got[1].Name != "hosttest.io/steer" || got[1].Binary != bin {
+	if len(got) != 3 || got[0].Binary != BuiltIn || got[1].Kind != api.KindBackupItemAction ||
+		got[2].Kind != api.KindDeleteItemAction || got[2].Name != "hosttest.io/steer" || got[2].Binary != bin {
 		t.Fatalf("List() = %+v", got)
 	}
 
@@ -116,6 +119,52 @@ func TestHost(t *testing.T) {
 	}
 	if b, err := h.DeleteItemAction("lifeboat.io/builtin"); err != nil || b.Execute(item("x")) != nil {
 		t.Errorf("built-in: %v", err)
+	}
+}
+
+// TestCallsInFlightOnACrashedProcess: every call in flight on a process
+// that dies fails at once (many at a time, on the BackupItemAction stream);
+// each is tried again on one new process, which none of them kills again.
+func TestCallsInFlightOnACrashedProcess(t *testing.T) {
+	dir := t.TempDir()
+	state := t.TempDir()
+	t.Setenv("TEST_STATE_DIR", state)
+	buildPlugin(t, dir, "steer")
+	h := New(Options{Dir: dir, Timeouts: map[api.Kind]time.Duration{api.KindBackupItemAction: 3 * time.Second}})
+	defer h.Close()
+	if err := h.Discover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	bia, err := h.BackupItemAction("hosttest.io/steer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round, special := range []string{"crash-once", "hang"} {
+		errs := make([]error, 40)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() {
+				name := fmt.Sprintf("ok-%d-%d", round, i)
+				if i == 20 {
+					name = special
+				}
+				_, _, errs[i] = bia.Execute(item(name).Item, &v1.Backup{})
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			switch {
+			case i == 20 && special == "hang":
+				if err == nil || !strings.Contains(err.Error(), "did not answer within 3s") {
+					t.Errorf("hang: %v", err)
+				}
+			case err != nil:
+				t.Errorf("%s round, call %d: %v", special, i, err)
+			}
+		}
+	}
+	if n := calls(t, state, "crash-once"); n != 2 {
+		t.Errorf("crash-once called %d times, want 2", n)
 	}
 }
 

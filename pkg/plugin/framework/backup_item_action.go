@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/generated"
 	biav2 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/backupitemaction/v2"
+	pluginv1 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/lifeboat/plugin/v1"
 )
 
 // updatedItemJSON is what Execute sends back: a nil updated item means "no
@@ -133,16 +135,18 @@ func (s *backupItemActionV2Server) Cancel(_ context.Context, req *biav2.BackupIt
 // served by the process d was dispensed from (for
 // api.KindBackupItemAction). Each call is bounded by timeout; 0 means none.
 func BackupItemActionClient(d any, name string, timeout time.Duration) (api.BackupItemAction, error) {
-	conn, err := dispensed(d, api.KindBackupItemAction, name)
+	disp, err := dispenserOf(d, api.KindBackupItemAction, name)
 	if err != nil {
 		return nil, err
 	}
-	return &backupItemActionClient{base{api.KindBackupItemAction, name, timeout}, generated.NewBackupItemActionClient(conn)}, nil
+	return &backupItemActionClient{base{api.KindBackupItemAction, name, timeout}, generated.NewBackupItemActionClient(disp.conn), disp.streams}, nil
 }
 
 type backupItemActionClient struct {
 	base
 	rpc generated.BackupItemActionClient
+	// streams, when set, carries Execute calls if the process serves it.
+	streams *executeStreams
 }
 
 func (c *backupItemActionClient) AppliesTo() (api.ResourceSelector, error) {
@@ -159,6 +163,16 @@ func (c *backupItemActionClient) Execute(item runtime.Unstructured, backup *v1.B
 	itemJSON, backupJSON, err := encodeItemAndBackup(item, backup)
 	if err != nil {
 		return nil, nil, c.local("Execute", err)
+	}
+	if r, err := c.streamed(c.streams, itemJSON, backupJSON); !errors.Is(err, errNoStream) {
+		if err != nil {
+			return nil, nil, err
+		}
+		updated, err := returnedItem(r.GetItem(), item)
+		if err != nil {
+			return nil, nil, c.local("Execute", err)
+		}
+		return updated, idsFromProto(r.GetAdditionalItems()), nil
 	}
 	ctx, cancel := c.context()
 	defer cancel()
@@ -185,16 +199,18 @@ func BackupItemActionV2Client(d any, name string, timeout time.Duration) (api.Ba
 		}
 		return AdaptBackupItemAction(name, a), nil
 	}
-	conn, err := dispensed(d, api.KindBackupItemActionV2, name)
+	disp, err := dispenserOf(d, api.KindBackupItemActionV2, name)
 	if err != nil {
 		return nil, err
 	}
-	return &backupItemActionV2Client{base{api.KindBackupItemActionV2, name, timeout}, biav2.NewBackupItemActionClient(conn)}, nil
+	return &backupItemActionV2Client{base{api.KindBackupItemActionV2, name, timeout}, biav2.NewBackupItemActionClient(disp.conn), disp.streams}, nil
 }
 
 type backupItemActionV2Client struct {
 	base
 	rpc biav2.BackupItemActionClient
+	// streams, when set, carries Execute calls if the process serves it.
+	streams *executeStreams
 }
 
 // Name is not asked of the plugin: the protocol has no such call, and the
@@ -215,6 +231,16 @@ func (c *backupItemActionV2Client) Execute(item runtime.Unstructured, backup *v1
 	itemJSON, backupJSON, err := encodeItemAndBackup(item, backup)
 	if err != nil {
 		return nil, nil, "", nil, c.local("Execute", err)
+	}
+	if r, err := c.streamed(c.streams, itemJSON, backupJSON); !errors.Is(err, errNoStream) {
+		if err != nil {
+			return nil, nil, "", nil, err
+		}
+		updated, err := returnedItem(r.GetItem(), item)
+		if err != nil {
+			return nil, nil, "", nil, c.local("Execute", err)
+		}
+		return updated, idsFromProto(r.GetAdditionalItems()), r.GetOperationID(), idsFromProto(r.GetPostOperationItems()), nil
 	}
 	ctx, cancel := c.context()
 	defer cancel()
@@ -252,6 +278,27 @@ func (c *backupItemActionV2Client) Cancel(operationID string, backup *v1.Backup)
 	defer cancel()
 	_, err = c.rpc.Cancel(ctx, &biav2.BackupItemActionCancelRequest{Plugin: c.name, OperationID: operationID, Backup: backupJSON})
 	return c.fail("Cancel", err)
+}
+
+// streamed makes an Execute call over Lifeboat's stream. errNoStream
+// (unwrapped) means there is none to use and the caller makes the unary
+// call; any other error is the call's, reported as the unary call would
+// report it.
+func (c base) streamed(streams *executeStreams, item, backup []byte) (*pluginv1.BackupItemResult, error) {
+	if streams == nil {
+		return nil, errNoStream
+	}
+	r, err := streams.execute(c.kind, c.name, item, backup, c.timeout)
+	if err != nil {
+		if errors.Is(err, errNoStream) {
+			return nil, errNoStream
+		}
+		return nil, c.fail("Execute", err)
+	}
+	if r.GetError() != nil {
+		return nil, c.fail("Execute", callErrorFromProto(r.GetError()))
+	}
+	return r, nil
 }
 
 func encodeItemAndBackup(item runtime.Unstructured, backup *v1.Backup) ([]byte, []byte, error) {

@@ -2,6 +2,8 @@ package framework
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -124,6 +126,66 @@ func TestOutOfProcess(t *testing.T) {
 	if pe := pluginError(t, err); pe.Code() != codes.Unavailable {
 		t.Errorf("Execute in a process that exits = %v (code %v), want Unavailable", err, pe.Code())
 	}
+
+	t.Run("stream", func(t *testing.T) {
+		rpc, _ := start(t)
+		d := dispenseKind(t, rpc, api.KindBackupItemAction)
+		bia := must[api.BackupItemAction](t)(BackupItemActionClient(d, "example.io/annotate", 500*time.Millisecond))
+		var wg sync.WaitGroup
+		errs := make([]error, 200)
+		var hung error
+		wg.Go(func() { _, _, hung = bia.Execute(testItem("hang"), testBackup()) })
+		for i := range errs {
+			wg.Go(func() {
+				name := fmt.Sprintf("cm-%d", i)
+				updated, _, err := bia.Execute(testItem(name), testBackup())
+				if err == nil && annotationsOf(t, updated)["example.io/item"] != name {
+					err = fmt.Errorf("%s came back as %v", name, updated)
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Error(err)
+		}
+		if pe := pluginError(t, hung); pe.Code() != codes.DeadlineExceeded {
+			t.Errorf("a call that hangs = %v, want DeadlineExceeded", hung)
+		}
+		_, _, err := bia.Execute(testItem("fail"), testBackup())
+		if pe := pluginError(t, err); pe.Code() != codes.Unknown ||
+			!regexpMatch(`^BackupItemAction example\.io/annotate: Execute: cannot annotate fail of backup nightly \(at main\.go:\d+\)$`, err.Error()) {
+			t.Errorf("Execute(fail) = %q", err)
+		}
+		if es := d.(*dispenser).streams; es.unsupported || es.cur == nil {
+			t.Errorf("the calls did not go over the stream (unsupported %v)", es.unsupported)
+		}
+
+		// A process that dies fails the calls in flight as a dead process
+		// fails unary calls, so that a host restarts it and tries again.
+		errs = make([]error, 20)
+		for i := range errs {
+			wg.Go(func() {
+				name := fmt.Sprintf("cm-%d", i)
+				if i == 10 {
+					name = "exit"
+				}
+				_, _, errs[i] = bia.Execute(testItem(name), testBackup())
+			})
+		}
+		wg.Wait()
+		if pe := pluginError(t, errs[10]); pe.Code() != codes.Unavailable {
+			t.Errorf("Execute in a process that exits = %v (code %v), want Unavailable", errs[10], pe.Code())
+		}
+		for i, err := range errs {
+			if err == nil {
+				continue
+			}
+			if pe := pluginError(t, err); pe.Code() != codes.Unavailable && pe.Code() != codes.Canceled {
+				t.Errorf("call %d in a process that exits = %v, want Unavailable", i, err)
+			}
+		}
+	})
 }
 
 func regexpMatch(pattern, s string) bool {

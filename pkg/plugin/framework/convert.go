@@ -114,7 +114,7 @@ func encodeItem(what string, item runtime.Unstructured) ([]byte, error) {
 		}
 		return data, nil
 	}
-	data, err := json.Marshal(item.UnstructuredContent())
+	data, err := encodeItemContent(item.UnstructuredContent())
 	if err != nil {
 		return nil, fmt.Errorf("encoding the %s: %w", what, err)
 	}
@@ -128,6 +128,10 @@ func decodeItem(what string, data []byte) (*unstructured.Unstructured, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("decoding the %s: it is empty", what)
 	}
+	if obj, ok := decodeItemObject(data); ok {
+		return &unstructured.Unstructured{Object: obj}, nil
+	}
+	// Not a plain JSON object: the slow path says what is wrong with it.
 	var obj map[string]any
 	if err := utiljson.Unmarshal(data, &obj); err != nil {
 		return nil, fmt.Errorf("decoding the %s: %w", what, err)

@@ -17,6 +17,14 @@
 // built with this package also runs under Velero, and a binary built with
 // Velero's SDK is served to Lifeboat through these clients.
 //
+// One extension is Lifeboat's own: BackupItemAction Execute calls may
+// travel over a single stream per plugin process
+// (lifeboat.plugin.v1.BackupItemActionStream), which costs far less per
+// item than Velero's unary call. Serve registers it next to Velero's
+// services; BackupItemActionClient and BackupItemActionV2Client use it when
+// the process serves it, and Velero's unary call when it does not. Either
+// way a call's result and error are the same.
+//
 // Errors cross the wire as gRPC status errors carrying a generated.Stack
 // detail; on the host they come back as *PluginError, which names the plugin
 // and keeps the status code, so a host can tell a plugin's own failure from a

@@ -37,15 +37,23 @@ func (h *host) Dispense(kind string) (any, error) {
 // connect serves s in process over a real gRPC connection (an in-memory
 // listener) and returns the host side, built from ClientPluginSet as a host
 // builds it. go-plugin's own path is covered by the out-of-process test.
-func connect(t *testing.T, s *Server) *host {
+func connect(t testing.TB, s *Server, opts ...grpc.ServerOption) *host {
 	t.Helper()
 	s.log = slog.New(slog.DiscardHandler)
-	srv := grpc.NewServer()
-	for kind, p := range s.PluginSet() {
-		if err := p.(plugin.GRPCPlugin).GRPCServer(nil, srv); err != nil {
-			t.Fatalf("registering %s: %v", kind, err)
+	return connectGRPC(t, func(srv *grpc.Server) {
+		for kind, p := range s.PluginSet() {
+			if err := p.(plugin.GRPCPlugin).GRPCServer(nil, srv); err != nil {
+				t.Fatalf("registering %s: %v", kind, err)
+			}
 		}
-	}
+	}, opts...)
+}
+
+// connectGRPC is connect for a server that register fills with services.
+func connectGRPC(t testing.TB, register func(*grpc.Server), opts ...grpc.ServerOption) *host {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
+	register(srv)
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = srv.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///plugin",
@@ -61,7 +69,7 @@ func connect(t *testing.T, s *Server) *host {
 	return &host{set: ClientPluginSet(), conn: conn}
 }
 
-func dispense(t *testing.T, c *host, kind api.Kind) any {
+func dispense(t testing.TB, c *host, kind api.Kind) any {
 	t.Helper()
 	raw, err := c.Dispense(string(kind))
 	if err != nil {
@@ -74,7 +82,7 @@ func dispense(t *testing.T, c *host, kind api.Kind) any {
 }
 
 // must unwraps a client constructor's result.
-func must[T any](t *testing.T) func(T, error) T {
+func must[T any](t testing.TB) func(T, error) T {
 	return func(v T, err error) T {
 		t.Helper()
 		if err != nil {

@@ -22,6 +22,9 @@ type Dispenser interface {
 type dispenser struct {
 	kind api.Kind
 	conn grpc.ClientConnInterface
+	// streams, for the BackupItemAction kinds, is the connection's
+	// BackupItemActionStream, shared by every dispenser of the connection.
+	streams *executeStreams
 }
 
 func (d *dispenser) Kind() api.Kind { return d.kind }
@@ -32,6 +35,9 @@ type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	kind     api.Kind
 	register func(*grpc.Server)
+	// streams is set on the host side for the kinds whose Execute calls
+	// may go over Lifeboat's stream.
+	streams *streamSet
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
@@ -43,22 +49,43 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 }
 
 func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &dispenser{kind: p.kind, conn: conn}, nil
+	d := &dispenser{kind: p.kind, conn: conn}
+	if p.streams != nil {
+		d.streams = p.streams.forConn(conn)
+	}
+	return d, nil
 }
 
 // ClientPluginSet is the plugin map a host gives go-plugin: every kind of
 // Velero's protocol plus PluginLister, keyed by kind. Dispensing a kind
 // returns a Dispenser for the XxxClient constructors.
+//
+// go-plugin dispenses anew for every call; the set keeps what must outlive
+// one call, per connection: Lifeboat's BackupItemActionStream, and whether
+// the plugin process serves it (a host makes one set per process).
 func ClientPluginSet() plugin.PluginSet {
 	set := plugin.PluginSet{string(api.KindPluginLister): &grpcPlugin{kind: api.KindPluginLister}}
+	streams := &streamSet{}
 	for _, kind := range api.AllKinds {
-		set[string(kind)] = &grpcPlugin{kind: kind}
+		p := &grpcPlugin{kind: kind}
+		if kind == api.KindBackupItemAction || kind == api.KindBackupItemActionV2 {
+			p.streams = streams
+		}
+		set[string(kind)] = p
 	}
 	return set
 }
 
 // dispensed checks that d was dispensed for kind and returns its connection.
 func dispensed(d any, kind api.Kind, name string) (grpc.ClientConnInterface, error) {
+	disp, err := dispenserOf(d, kind, name)
+	if err != nil {
+		return nil, err
+	}
+	return disp.conn, nil
+}
+
+func dispenserOf(d any, kind api.Kind, name string) (*dispenser, error) {
 	disp, ok := d.(*dispenser)
 	if !ok {
 		return nil, fmt.Errorf("%s client for %s: %T was not dispensed through ClientPluginSet", kind, name, d)
@@ -66,5 +93,5 @@ func dispensed(d any, kind api.Kind, name string) (grpc.ClientConnInterface, err
 	if disp.kind != kind {
 		return nil, fmt.Errorf("%s client for %s: the dispensed value serves %s plugins", kind, name, disp.kind)
 	}
-	return disp.conn, nil
+	return disp, nil
 }

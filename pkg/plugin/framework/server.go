@@ -15,6 +15,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/generated"
 	biav2 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/backupitemaction/v2"
 	ibav1 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/itemblockaction/v1"
+	pluginv1 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/lifeboat/plugin/v1"
 	riav2 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/restoreitemaction/v2"
 )
 
@@ -168,7 +169,8 @@ func (s *Server) Serve() {
 
 // PluginSet is the go-plugin plugin map Serve serves: a service for every
 // kind, whether or not it has plugins (asking an empty kind for a plugin
-// then fails with NotFound, naming the plugin), plus PluginLister. Tests
+// then fails with NotFound, naming the plugin), plus PluginLister, plus
+// Lifeboat's BackupItemActionStream (with the BackupItemAction kind). Tests
 // can serve it in process with go-plugin's test helpers.
 func (s *Server) PluginSet() plugin.PluginSet {
 	set := plugin.PluginSet{}
@@ -183,6 +185,11 @@ func (s *Server) PluginSet() plugin.PluginSet {
 	})
 	add(api.KindBackupItemAction, func(g *grpc.Server) {
 		generated.RegisterBackupItemActionServer(g, &backupItemActionServer{m: s.muxes[api.KindBackupItemAction]})
+		// Lifeboat's extension, next to Velero's services: one stream for
+		// the Execute calls of both BackupItemAction kinds.
+		pluginv1.RegisterBackupItemActionStreamServer(g, &backupItemActionStreamServer{
+			v1: s.muxes[api.KindBackupItemAction], v2: s.muxes[api.KindBackupItemActionV2],
+		})
 	})
 	add(api.KindBackupItemActionV2, func(g *grpc.Server) {
 		biav2.RegisterBackupItemActionServer(g, &backupItemActionV2Server{m: s.muxes[api.KindBackupItemActionV2]})

@@ -1,7 +1,8 @@
 // Command plugin is a plugin binary for the plugin host's tests. Its
-// DeleteItemAction steers by item name so a test can make it crash once,
-// hang, or fail; it counts calls in files under $TEST_STATE_DIR so the test
-// can see what happened across process restarts.
+// DeleteItemAction and BackupItemAction steer by item name so a test can
+// make them crash once, hang, or fail; they count calls in files under
+// $TEST_STATE_DIR so the test can see what happened across process
+// restarts.
 package main
 
 import (
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/framework"
 )
@@ -19,6 +22,7 @@ import (
 func main() {
 	framework.NewServer().
 		RegisterDeleteItemAction("hosttest.io/steer", func(*slog.Logger) (api.DeleteItemAction, error) { return steer{}, nil }).
+		RegisterBackupItemAction("hosttest.io/steer", func(*slog.Logger) (api.BackupItemAction, error) { return backupSteer{}, nil }).
 		Serve()
 }
 
@@ -27,7 +31,20 @@ type steer struct{}
 func (steer) AppliesTo() (api.ResourceSelector, error) { return api.ResourceSelector{}, nil }
 
 func (steer) Execute(in *api.DeleteItemActionExecuteInput) error {
-	name := in.Item.(*unstructured.Unstructured).GetName()
+	return act(in.Item.(*unstructured.Unstructured).GetName())
+}
+
+// backupSteer is steer as a BackupItemAction: it returns the item as it
+// came.
+type backupSteer struct{}
+
+func (backupSteer) AppliesTo() (api.ResourceSelector, error) { return api.ResourceSelector{}, nil }
+
+func (backupSteer) Execute(item runtime.Unstructured, _ *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, error) {
+	return item, nil, act(item.(*unstructured.Unstructured).GetName())
+}
+
+func act(name string) error {
 	state := os.Getenv("TEST_STATE_DIR")
 	calls := filepath.Join(state, name)
 	f, err := os.OpenFile(calls, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)

@@ -54,8 +54,18 @@ type annotate struct{}
 
 func (annotate) AppliesTo() (api.ResourceSelector, error) { return api.ResourceSelector{}, nil }
 
+// Execute annotates the item with the backup's name and its own; the
+// item's name steers it as for cleanup, and "hang" never returns.
 func (annotate) Execute(item runtime.Unstructured, backup *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, error) {
 	u := item.(*unstructured.Unstructured)
-	u.SetAnnotations(map[string]string{"example.io/backup": backup.Name})
+	switch u.GetName() {
+	case "fail":
+		return nil, nil, framework.Errorf("cannot annotate %s of backup %s", u.GetName(), backup.Name)
+	case "hang":
+		select {}
+	case "exit":
+		os.Exit(3)
+	}
+	u.SetAnnotations(map[string]string{"example.io/backup": backup.Name, "example.io/item": u.GetName()})
 	return u, nil, nil
 }
