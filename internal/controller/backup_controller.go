@@ -259,6 +259,16 @@ func (r *BackupReconciler) failValidation(ctx context.Context, b *v1.Backup, msg
 		s.ValidationErrors = msgs
 		now := metav1.Now()
 		s.CompletionTimestamp = &now
+		// It expires like any backup (Velero's too), so garbage
+		// collection removes it instead of keeping it forever.
+		if s.Expiration == nil {
+			ttl := b.Spec.TTL.Duration
+			if ttl <= 0 {
+				ttl = r.DefaultTTL
+			}
+			expiration := metav1.NewTime(now.Add(ttl))
+			s.Expiration = &expiration
+		}
 	})
 }
 

@@ -334,6 +334,10 @@ func TestBackupValidation(t *testing.T) {
 			if !hasCondition(b.Status.Conditions, "Failed", metav1.ConditionTrue) {
 				t.Errorf("conditions %+v lack Failed=True", b.Status.Conditions)
 			}
+			// It expires, so garbage collection does not keep it forever.
+			if b.Status.Expiration == nil || b.Status.CompletionTimestamp == nil || b.Status.Expiration.Sub(b.Status.CompletionTimestamp.Time) != 720*time.Hour {
+				t.Errorf("expiration %v, want completion + the default TTL (720h)", b.Status.Expiration)
+			}
 		})
 	}
 
