@@ -581,6 +581,7 @@ func TestCheckpointsAreThrottled(t *testing.T) {
 	w.plugins.add(&callLog{}, "example.io/fast", api.ResourceSelector{})
 	e := w.engine()
 	e.CheckpointInterval = time.Hour // count-based only
+	e.CheckpointItems = 1000
 	var states []State
 	res := e.Run(t.Context(), Input{Backup: w.backup, Store: w.store, OnState: func(s State) { states = append(states, s) }})
 	if res.Err != nil {

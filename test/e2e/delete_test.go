@@ -112,7 +112,16 @@ func newDelWorld(t *testing.T, tune func(*server.Options)) *delWorld {
 	}
 	w.startServer()
 	t.Cleanup(w.stopServer)
+	w.createLocation()
+	return w
+}
 
+// createLocation creates the world's storage location, over a fresh
+// directory of the store root, and waits until its server finds it
+// Available.
+func (w *delWorld) createLocation() {
+	w.t.Helper()
+	t := w.t
 	name := env.Name("fs")
 	w.bucket = filepath.Join(env.StoreRoot, name)
 	if err := os.MkdirAll(w.bucket, 0o755); err != nil {
@@ -134,7 +143,6 @@ func newDelWorld(t *testing.T, tune func(*server.Options)) *delWorld {
 		}
 		return bsl.Status.Phase == v1.BackupStorageLocationPhaseAvailable, nil
 	})
-	return w
 }
 
 func (w *delWorld) startServer() {
