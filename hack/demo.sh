@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: a local cluster, the Lifeboat server on filesystem storage, a
-# sample workload, one backup, and a look at what it wrote. Everything runs
+# sample workload, one backup, a look at what it wrote, a restore into a
+# copy, and the backup's deletion (its plan first). Everything runs
 # on this machine and stops when the demo ends. State is kept under
 # .lifeboat/demo (removed at the start of each run).
 set -euo pipefail
@@ -26,7 +27,9 @@ trap cleanup EXIT
 step "Building"
 go build -o bin/lifeboat-localcluster ./hack/localcluster
 go build -o bin/lifeboat-demoapp ./hack/demoapp
-[[ -x bin/lifeboat ]] || go build -o bin/lifeboat ./cmd/lifeboat
+# Always: go build is incremental, and a binary left from an older checkout
+# would show old behaviour.
+go build -o bin/lifeboat ./cmd/lifeboat
 
 step "Starting a local Kubernetes API server (kube-apiserver + etcd)"
 bin/lifeboat-localcluster --kubeconfig "$KUBECONFIG" >"$state/cluster.log" 2>&1 &
@@ -74,5 +77,21 @@ bin/lifeboat restore create "$name-copy" --from-backup "$name" --namespace-mappi
 step "lifeboat restore describe $name-copy --details"
 bin/lifeboat restore describe "$name-copy" --details
 
+step "lifeboat backup delete $name --dry-run (changes nothing)"
+bin/lifeboat backup delete "$name" --dry-run
+
+step "lifeboat backup delete $name --confirm --wait"
+bin/lifeboat backup delete "$name" --confirm --wait
+
+step "lifeboat delete-request get"
+bin/lifeboat delete-request get
+
+step "Files left in object storage for $name"
+if [[ -e "$state/storage/backups/backups/$name" ]]; then
+  ls -l "$state/storage/backups/backups/$name"
+else
+  echo "none: $state/storage/backups/backups/$name is gone"
+fi
+
 step "Done"
-echo "The backup $name is in $state/storage; its restore is in namespace demo-app-copy. The cluster and server stop now."
+echo "The backup $name was restored into namespace demo-app-copy (which stays: restored objects are not the backup's) and then deleted with its restore record and files. The cluster and server stop now."

@@ -187,7 +187,7 @@ func forceDelete(ctx context.Context, c client.Client, out io.Writer, b *v1.Back
 	loc := b.Spec.StorageLocation
 	fmt.Fprintf(out, "  - its files under backups/%s/ in storage location %s (the next backup sync brings the Backup back)\n", b.Name, valueOr(loc, "<default>"))
 	if n := b.Status.VolumeSnapshotsCompleted; n > 0 {
-		fmt.Fprintf(out, "  - %d native volume snapshots (in its volume snapshot locations %s)\n", n, listOr(b.Spec.VolumeSnapshotLocations, none))
+		fmt.Fprintf(out, "  - %s (in its volume snapshot locations %s)\n", counted(int64(n), "native volume snapshot"), listOr(b.Spec.VolumeSnapshotLocations, none))
 	}
 	if restores, err := restoresOf(ctx, c, b); err != nil {
 		fmt.Fprintf(out, "  - its restores, if any (%v)\n", err)
@@ -304,7 +304,7 @@ func printPlan(out io.Writer, backup string, p *v1.DeletionPlan) {
 		fmt.Fprintln(out, "   none is installed")
 	}
 	for _, a := range p.Actions {
-		fmt.Fprintf(out, "   %s: %d items\n", a.Name, a.Count)
+		fmt.Fprintf(out, "   %s: %s\n", a.Name, counted(a.Count, "item"))
 		for _, it := range a.Items {
 			fmt.Fprintf(out, "     - %s\n", it)
 		}
@@ -312,11 +312,11 @@ func printPlan(out io.Writer, backup string, p *v1.DeletionPlan) {
 			fmt.Fprintf(out, "     ... and %d more\n", a.Count-int64(len(a.Items)))
 		}
 	}
-	fmt.Fprintf(out, "2. delete %d native volume snapshots\n", len(p.Snapshots))
+	fmt.Fprintf(out, "2. delete %s\n", counted(int64(len(p.Snapshots)), "native volume snapshot"))
 	for _, s := range p.Snapshots {
 		fmt.Fprintf(out, "     - %s\n", s)
 	}
-	fmt.Fprintf(out, "3. delete %d restores\n", len(p.Restores))
+	fmt.Fprintf(out, "3. delete %s\n", counted(int64(len(p.Restores)), "restore"))
 	for _, r := range p.Restores {
 		fmt.Fprintf(out, "     - %s\n", r)
 	}
@@ -331,4 +331,12 @@ func printPlan(out io.Writer, backup string, p *v1.DeletionPlan) {
 	for _, w := range p.Warnings {
 		fmt.Fprintf(out, "Warning: %s\n", w)
 	}
+}
+
+// counted is "1 item", "2 items": output people read, and tests parse.
+func counted(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

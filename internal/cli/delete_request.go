@@ -82,7 +82,7 @@ func (f *Factory) describeDeleteRequest(w io.Writer, r *v1.DeleteBackupRequest) 
 		}
 		d.line("  Steps done:\t%s", listOr(steps, none))
 		for _, a := range cp.Actions {
-			d.line("  %s:\t%d items done", a.Name, a.Succeeded)
+			d.line("  %s:\t%s done", a.Name, counted(a.Succeeded, "item"))
 		}
 		d.line("  Snapshots deleted:\t%d", st.SnapshotsDeleted)
 		d.line("  Restores deleted:\t%d", st.RestoresDeleted)
@@ -137,7 +137,7 @@ func describeDeletionReport(d *describer, rep *v1.DeletionReport) {
 		d.line("  DeleteItemActions:\t%s", none)
 	}
 	for _, a := range rep.Actions {
-		line := fmt.Sprintf("%d items", a.Items)
+		line := counted(a.Items, "item")
 		if a.Failed > 0 {
 			line += fmt.Sprintf(", %d failed", a.Failed)
 		}

@@ -259,13 +259,13 @@ func parsePlan(t *testing.T, out string) cliPlan {
 			case 4:
 				p.keyList = append(p.keyList, item)
 			}
-		case step == 1 && strings.HasSuffix(text, " items"):
+		case step == 1 && (strings.HasSuffix(text, " items") || strings.HasSuffix(text, " item")):
 			i := strings.LastIndex(text, ": ")
 			if i < 0 {
 				t.Fatalf("dry run action line %q", line)
 			}
 			action = text[:i]
-			n, err := strconv.Atoi(strings.TrimSuffix(text[i+2:], " items"))
+			n, err := strconv.Atoi(strings.Fields(text[i+2:])[0])
 			if err != nil {
 				t.Fatalf("dry run action line %q: %v", line, err)
 			}
@@ -534,7 +534,7 @@ func TestBackupDeleteRemovesEverythingTheDryRunListed(t *testing.T) {
 			"Phase: Processed",
 			fmt.Sprintf("%s: %d items", cleanupAction, len(a.configMaps)),
 			fmt.Sprintf("%s: %d items", compatDeletes, len(a.configMaps)),
-			labelledAction + ": 1 items",
+			labelledAction + ": 1 item",
 			"Snapshots deleted: 1",
 			"Restores deleted: 1",
 			fmt.Sprintf("Keys removed: %d", len(wantKeys)),
