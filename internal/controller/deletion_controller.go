@@ -3,27 +3,20 @@ package controller
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
@@ -114,27 +107,6 @@ func (r *DeleteBackupRequestReconciler) SetupWithManager(mgr ctrl.Manager) error
 		WithOptions(controller.Options{MaxConcurrentReconciles: deletionConcurrency}).
 		Named("deletebackuprequest").
 		Complete(r)
-}
-
-// followers names the waiting requests for the same backup as obj.
-func (r *DeleteBackupRequestReconciler) followers(ctx context.Context, obj client.Object) []reconcile.Request {
-	dbr, ok := obj.(*v1.DeleteBackupRequest)
-	if !ok || dbr.Spec.BackupName == "" {
-		return nil
-	}
-	var list v1.DeleteBackupRequestList
-	if err := r.Client.List(ctx, &list, client.InNamespace(dbr.Namespace)); err != nil {
-		r.Log.Warn("listing the deletion requests waiting on another", "request", dbr.Name, "error", err)
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Name != dbr.Name && o.Spec.BackupName == dbr.Spec.BackupName && requestWaiting(o.Status.Phase) && !o.Spec.DryRun {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-		}
-	}
-	return out
 }
 
 func requestWaiting(p v1.DeleteBackupRequestPhase) bool {
@@ -301,177 +273,6 @@ func (r *DeleteBackupRequestReconciler) predecessor(ctx context.Context, dbr *v1
 		}
 	}
 	return latest, nil
-}
-
-// dryRun answers a request with spec.dryRun: the deletion's plan, worked
-// out by the engine without changing anything, in status.plan. A dry run
-// neither waits for nor holds up other requests.
-func (r *DeleteBackupRequestReconciler) dryRun(ctx context.Context, dbr *v1.DeleteBackupRequest) error {
-	var b v1.Backup
-	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Spec.BackupName}, &b)
-	if apierrors.IsNotFound(err) {
-		return r.processedWithErrors(ctx, dbr, fmt.Sprintf("spec.backupName: backup %q not found in namespace %q", dbr.Spec.BackupName, dbr.Namespace))
-	}
-	if err != nil {
-		return fmt.Errorf("reading backup %q: %w", dbr.Spec.BackupName, err)
-	}
-	_, store, wait, failure := r.openLocation(ctx, &b)
-	if wait.reason != "" {
-		failure = errors.New(wait.message)
-	}
-	if failure != nil {
-		return r.processedWithErrors(ctx, dbr, "cannot plan the deletion: "+failure.Error())
-	}
-	plan, err := r.Engine.Plan(ctx, &b, store)
-	if err != nil {
-		return r.processedWithErrors(ctx, dbr, "cannot plan the deletion: "+err.Error())
-	}
-	now := metav1.NewTime(r.now())
-	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-		s.Phase = v1.DeleteBackupRequestPhaseProcessed
-		s.Plan = apiPlan(plan)
-		s.Errors, s.ErrorDetails = nil, nil
-		s.CompletionTimestamp = &now
-		setWaiting(dbr, "", "")
-	})
-}
-
-// maxPlanBytes bounds the text a plan lists, next to the entry count:
-// 5,000 entries of long names and keys could otherwise pass etcd's limit.
-const maxPlanBytes = 256 << 10
-
-// apiPlan turns the engine's plan into the bounded form a request holds:
-// every count complete, the lists cut at DeletionPlanMaxItems entries (and
-// maxPlanBytes) in all, in the order the deletion works.
-func apiPlan(p *deletion.Plan) *v1.DeletionPlan {
-	out := &v1.DeletionPlan{Warnings: slices.Clone(p.Warnings)}
-	entries, bytes := v1.DeletionPlanMaxItems, maxPlanBytes
-	take := func(s string, list *[]string) {
-		if entries <= 0 || bytes < len(s) {
-			out.Truncated = true
-			entries = 0
-			return
-		}
-		entries--
-		bytes -= len(s)
-		*list = append(*list, s)
-	}
-	for _, a := range p.Actions {
-		pa := v1.DeletionPlanAction{Name: a.Name, Count: int64(len(a.Items))}
-		for _, it := range a.Items {
-			name := it.Name
-			if it.Namespace != "" {
-				name = it.Namespace + "/" + it.Name
-			}
-			take(it.Resource+" "+name, &pa.Items)
-		}
-		out.Actions = append(out.Actions, pa)
-	}
-	for _, s := range p.Snapshots {
-		desc := s.Location + "/" + s.SnapshotID
-		if s.PersistentVolume != "" {
-			desc += " (" + s.PersistentVolume + ")"
-		}
-		take(desc, &out.Snapshots)
-	}
-	for _, rp := range p.Restores {
-		take(rp.Name, &out.Restores)
-	}
-	for _, rp := range p.Restores {
-		out.Keys += int64(len(rp.Keys))
-		for _, k := range rp.Keys {
-			take(k, &out.KeyList)
-		}
-	}
-	out.Keys += int64(len(p.BackupKeys))
-	for _, k := range p.BackupKeys {
-		take(k, &out.KeyList)
-	}
-	return out
-}
-
-// leader returns the request dbr must wait for: one InProgress for the same
-// backup, or the oldest New one. Ties break by name, so that two requests
-// made at once agree on which goes first.
-func (r *DeleteBackupRequestReconciler) leader(ctx context.Context, dbr *v1.DeleteBackupRequest) (string, error) {
-	var list v1.DeleteBackupRequestList
-	err := r.call(ctx, func(ctx context.Context) error {
-		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
-	})
-	if err != nil {
-		return "", fmt.Errorf("listing deletion requests: %w", err)
-	}
-	before := func(a, b *v1.DeleteBackupRequest) bool {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c < 0
-		}
-		return a.Name < b.Name
-	}
-	var oldest *v1.DeleteBackupRequest
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Name == dbr.Name || o.Spec.BackupName != dbr.Spec.BackupName || o.Spec.DryRun {
-			continue
-		}
-		if o.Status.Phase == v1.DeleteBackupRequestPhaseInProgress {
-			return o.Name, nil
-		}
-		if requestWaiting(o.Status.Phase) && o.Status.HandledBy == "" && before(o, dbr) && (oldest == nil || before(o, oldest)) {
-			oldest = o
-		}
-	}
-	if oldest != nil {
-		return oldest.Name, nil
-	}
-	// The listing alone cannot order two requests that start at the same
-	// moment (neither is InProgress yet); the claim, taken atomically,
-	// does. A claim whose request is gone or finished is stale.
-	key := deletionBackupKey(dbr)
-	if holder, ok := r.backups.Load(key); ok && holder != dbr.Name {
-		alive := slices.ContainsFunc(list.Items, func(o v1.DeleteBackupRequest) bool {
-			return o.Name == holder && !requestFinished(o.Status.Phase)
-		})
-		if !alive {
-			r.backups.CompareAndDelete(key, holder)
-		}
-	}
-	if holder, loaded := r.backups.LoadOrStore(key, dbr.Name); loaded && holder != dbr.Name {
-		return holder.(string), nil
-	}
-	return "", nil
-}
-
-// release gives up dbr's claim on its backup, once dbr has ended.
-func (r *DeleteBackupRequestReconciler) release(dbr *v1.DeleteBackupRequest) {
-	r.backups.CompareAndDelete(deletionBackupKey(dbr), dbr.Name)
-}
-
-// follow ends a request that waited for another with that one's outcome.
-func (r *DeleteBackupRequestReconciler) follow(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
-	var leader v1.DeleteBackupRequest
-	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Status.HandledBy}, &leader)
-	if apierrors.IsNotFound(err) {
-		// Gone before it ended: this request does the work itself.
-		if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) { s.HandledBy = "" }); err != nil {
-			return ctrl.Result{}, err
-		}
-		return r.start(ctx, dbr)
-	}
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading deletion request %s: %w", dbr.Status.HandledBy, err)
-	}
-	if !requestFinished(leader.Status.Phase) {
-		return ctrl.Result{RequeueAfter: deletionWaitRecheck}, nil
-	}
-	now := metav1.NewTime(r.now())
-	return ctrl.Result{}, r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-		s.Phase = leader.Status.Phase
-		s.Errors = slices.Clone(leader.Status.Errors)
-		s.ErrorDetails = slices.Clone(leader.Status.ErrorDetails)
-		s.Report = leader.Status.Report.DeepCopy()
-		s.CompletionTimestamp = &now
-		setWaiting(dbr, "", "")
-	})
 }
 
 // deletionWait says why a request cannot start (or resume) yet, without
@@ -860,86 +661,6 @@ func (r *DeleteBackupRequestReconciler) processedWithErrors(ctx context.Context,
 	})
 }
 
-// patchStatus applies change to dbr's status, with the conditions derived
-// from the phase, and patches it. As for backups, a final status must be
-// written even while the server shuts down, so a cancelled ctx gets a
-// fresh, short one.
-func (r *DeleteBackupRequestReconciler) patchStatus(ctx context.Context, dbr *v1.DeleteBackupRequest, change func(*v1.DeleteBackupRequestStatus)) error {
-	orig := dbr.DeepCopy()
-	change(&dbr.Status)
-	setRequestConditions(dbr)
-	timeout := deletionCallTimeout
-	if ctx.Err() != nil {
-		ctx = context.WithoutCancel(ctx)
-		timeout = 10 * time.Second
-	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := r.Client.Status().Patch(callCtx, dbr, client.MergeFrom(orig))
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("updating status of deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
-	}
-	return nil
-}
-
-// setRequestConditions derives Processed and Failed from the phase.
-func setRequestConditions(dbr *v1.DeleteBackupRequest) {
-	s := &dbr.Status
-	reason := string(cmp.Or(s.Phase, v1.DeleteBackupRequestPhaseNew))
-	msg := ""
-	if len(s.Errors) > 0 {
-		msg = s.Errors[0]
-	}
-	if s.HandledBy != "" && requestFinished(s.Phase) {
-		msg = strings.TrimSpace("handled by deletion request " + s.HandledBy + " " + msg)
-	}
-	setCondition(&s.Conditions, dbr.Generation, ConditionProcessed, s.Phase == v1.DeleteBackupRequestPhaseProcessed, reason, msg)
-	setCondition(&s.Conditions, dbr.Generation, ConditionFailed, s.Phase == v1.DeleteBackupRequestPhaseFailed, reason, msg)
-}
-
-// setWaiting sets the Waiting condition: True with reason and message, or
-// False when reason is empty.
-func setWaiting(dbr *v1.DeleteBackupRequest, reason, msg string) {
-	if reason == "" {
-		setCondition(&dbr.Status.Conditions, dbr.Generation, ConditionWaiting, false, "NotWaiting", "")
-		return
-	}
-	setCondition(&dbr.Status.Conditions, dbr.Generation, ConditionWaiting, true, reason, msg)
-}
-
-// stateOf is the engine's state as the request's status holds it.
-func deletionStateOf(dbr *v1.DeleteBackupRequest) deletion.State {
-	s := dbr.Status
-	st := deletion.State{SnapshotsDeleted: s.SnapshotsDeleted, RestoresDeleted: s.RestoresDeleted, KeysRemoved: s.KeysRemoved}
-	if s.Checkpoint != nil {
-		st.Checkpoint = *s.Checkpoint.DeepCopy()
-	}
-	if s.Report != nil {
-		st.Warnings = slices.Clone(s.Report.Warnings)
-	}
-	return st
-}
-
-// applyState writes the engine's state into the status.
-func applyDeletionState(s *v1.DeleteBackupRequestStatus, st deletion.State) {
-	cp := st.Checkpoint
-	s.Checkpoint = &cp
-	s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved = st.SnapshotsDeleted, st.RestoresDeleted, st.KeysRemoved
-	if len(st.Warnings) > 0 {
-		if s.Report == nil {
-			s.Report = &v1.DeletionReport{}
-		}
-		s.Report.Warnings = slices.Clone(st.Warnings)
-	}
-}
-
-func deletionBackupKey(dbr *v1.DeleteBackupRequest) string {
-	return dbr.Namespace + "/" + dbr.Spec.BackupName
-}
-
 func (r *DeleteBackupRequestReconciler) backoff(attempt int32) time.Duration {
 	d := r.retryBase()
 	for i := int32(1); i < attempt && d < maxDeletionRetryDelay; i++ {
@@ -981,155 +702,6 @@ func (r *DeleteBackupRequestReconciler) get(ctx context.Context, reader client.R
 }
 
 func (r *DeleteBackupRequestReconciler) call(ctx context.Context, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, deletionCallTimeout)
-	defer cancel()
-	return fn(ctx)
-}
-
-// DeletionCluster is the deletion engine's access to the API server, in
-// one namespace.
-type DeletionCluster struct {
-	Client client.Client
-	// Reader reads around the cache (and must, for Secrets).
-	Reader    client.Reader
-	Namespace string
-	// CredentialsDir holds the credential files handed to
-	// VolumeSnapshotter plugins; empty means under the system temp dir.
-	CredentialsDir string
-}
-
-var _ deletion.Cluster = (*DeletionCluster)(nil)
-
-// SnapshotLocation implements deletion.Cluster. As Velero does, a location
-// with spec.credential gets the secret's key written to a file whose path
-// is passed as the config key credentialsFile.
-func (c *DeletionCluster) SnapshotLocation(ctx context.Context, name string) (string, map[string]string, error) {
-	var vsl v1.VolumeSnapshotLocation
-	err := deletionCall(ctx, func(ctx context.Context) error {
-		return c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &vsl)
-	})
-	if apierrors.IsNotFound(err) {
-		return "", nil, fmt.Errorf("VolumeSnapshotLocation %q not found in namespace %q; recreate it so its snapshots can be deleted", name, c.Namespace)
-	}
-	if err != nil {
-		return "", nil, fmt.Errorf("reading VolumeSnapshotLocation %q: %w", name, err)
-	}
-	if vsl.Spec.Provider == "" {
-		return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: spec.provider is empty; set it to the VolumeSnapshotter plugin's name", name)
-	}
-	config := maps.Clone(vsl.Spec.Config)
-	if sel := vsl.Spec.Credential; sel != nil {
-		var secret corev1.Secret
-		err := deletionCall(ctx, func(ctx context.Context) error {
-			return c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: sel.Name}, &secret)
-		})
-		if err != nil {
-			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: reading spec.credential secret %q: %w", name, sel.Name, err)
-		}
-		data, ok := secret.Data[sel.Key]
-		if !ok {
-			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: secret %q has no key %q (spec.credential.key)", name, sel.Name, sel.Key)
-		}
-		path, err := c.writeCredentials("vsl-"+name, sel, data)
-		if err != nil {
-			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: %w", name, err)
-		}
-		if config == nil {
-			config = map[string]string{}
-		}
-		config["credentialsFile"] = path
-	}
-	return vsl.Spec.Provider, config, nil
-}
-
-// writeCredentials puts credentials where a plugin can read them, readable
-// by the server's user only; written to a temporary file and renamed, so a
-// plugin never reads half a file.
-func (c *DeletionCluster) writeCredentials(owner string, sel *corev1.SecretKeySelector, data []byte) (string, error) {
-	dir := c.CredentialsDir
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "lifeboat-credentials")
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating the credentials dir: %w", err)
-	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%s", c.Namespace, owner, sel.Name, sel.Key))
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
-	}
-	return path, nil
-}
-
-// Restores implements deletion.Cluster: the Restores whose spec.backupName
-// is the backup, as Velero finds them.
-func (c *DeletionCluster) Restores(ctx context.Context, backup string) ([]string, error) {
-	var list v1.RestoreList
-	if err := deletionCall(ctx, func(ctx context.Context) error {
-		return c.Reader.List(ctx, &list, client.InNamespace(c.Namespace))
-	}); err != nil {
-		return nil, fmt.Errorf("listing restores: %w", err)
-	}
-	var out []string
-	for _, rs := range list.Items {
-		if rs.Spec.BackupName == backup {
-			out = append(out, rs.Name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-// DeleteRestore implements deletion.Cluster.
-func (c *DeletionCluster) DeleteRestore(ctx context.Context, name string) error {
-	rs := &v1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
-	err := deletionCall(ctx, func(ctx context.Context) error { return c.Client.Delete(ctx, rs) })
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting restore %s/%s: %w", c.Namespace, name, err)
-	}
-	return nil
-}
-
-// RemoveBackup implements deletion.Cluster. The finalizer goes first (with
-// an optimistic lock, so another controller's write is not undone), then
-// the object, guarded by its UID so that a new backup created under the
-// same name in the meantime is never deleted.
-func (c *DeletionCluster) RemoveBackup(ctx context.Context, b *v1.Backup) error {
-	var cur v1.Backup
-	err := deletionCall(ctx, func(ctx context.Context) error { return c.Reader.Get(ctx, client.ObjectKeyFromObject(b), &cur) })
-	if apierrors.IsNotFound(err) || (err == nil && cur.UID != b.UID) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading backup %s/%s: %w", b.Namespace, b.Name, err)
-	}
-	if controllerutil.ContainsFinalizer(&cur, v1.BackupFinalizer) {
-		orig := cur.DeepCopy()
-		controllerutil.RemoveFinalizer(&cur, v1.BackupFinalizer)
-		err := deletionCall(ctx, func(ctx context.Context) error {
-			return c.Client.Patch(ctx, &cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-		})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("removing finalizer %s from backup %s/%s: %w", v1.BackupFinalizer, b.Namespace, b.Name, err)
-		}
-	}
-	uid := cur.UID
-	err = deletionCall(ctx, func(ctx context.Context) error {
-		return c.Client.Delete(ctx, &cur, client.Preconditions{UID: &uid})
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting backup %s/%s: %w", b.Namespace, b.Name, err)
-	}
-	return nil
-}
-
-func deletionCall(ctx context.Context, fn func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, deletionCallTimeout)
 	defer cancel()
 	return fn(ctx)

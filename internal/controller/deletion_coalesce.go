@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+)
+
+// followers names the waiting requests for the same backup as obj.
+func (r *DeleteBackupRequestReconciler) followers(ctx context.Context, obj client.Object) []reconcile.Request {
+	dbr, ok := obj.(*v1.DeleteBackupRequest)
+	if !ok || dbr.Spec.BackupName == "" {
+		return nil
+	}
+	var list v1.DeleteBackupRequestList
+	if err := r.Client.List(ctx, &list, client.InNamespace(dbr.Namespace)); err != nil {
+		r.Log.Warn("listing the deletion requests waiting on another", "request", dbr.Name, "error", err)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name != dbr.Name && o.Spec.BackupName == dbr.Spec.BackupName && requestWaiting(o.Status.Phase) && !o.Spec.DryRun {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return out
+}
+
+// leader returns the request dbr must wait for: one InProgress for the same
+// backup, or the oldest New one. Ties break by name, so that two requests
+// made at once agree on which goes first.
+func (r *DeleteBackupRequestReconciler) leader(ctx context.Context, dbr *v1.DeleteBackupRequest) (string, error) {
+	var list v1.DeleteBackupRequestList
+	err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
+	})
+	if err != nil {
+		return "", fmt.Errorf("listing deletion requests: %w", err)
+	}
+	before := func(a, b *v1.DeleteBackupRequest) bool {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c < 0
+		}
+		return a.Name < b.Name
+	}
+	var oldest *v1.DeleteBackupRequest
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == dbr.Name || o.Spec.BackupName != dbr.Spec.BackupName || o.Spec.DryRun {
+			continue
+		}
+		if o.Status.Phase == v1.DeleteBackupRequestPhaseInProgress {
+			return o.Name, nil
+		}
+		if requestWaiting(o.Status.Phase) && o.Status.HandledBy == "" && before(o, dbr) && (oldest == nil || before(o, oldest)) {
+			oldest = o
+		}
+	}
+	if oldest != nil {
+		return oldest.Name, nil
+	}
+	// The listing alone cannot order two requests that start at the same
+	// moment (neither is InProgress yet); the claim, taken atomically,
+	// does. A claim whose request is gone or finished is stale.
+	key := deletionBackupKey(dbr)
+	if holder, ok := r.backups.Load(key); ok && holder != dbr.Name {
+		alive := slices.ContainsFunc(list.Items, func(o v1.DeleteBackupRequest) bool {
+			return o.Name == holder && !requestFinished(o.Status.Phase)
+		})
+		if !alive {
+			r.backups.CompareAndDelete(key, holder)
+		}
+	}
+	if holder, loaded := r.backups.LoadOrStore(key, dbr.Name); loaded && holder != dbr.Name {
+		return holder.(string), nil
+	}
+	return "", nil
+}
+
+// release gives up dbr's claim on its backup, once dbr has ended.
+func (r *DeleteBackupRequestReconciler) release(dbr *v1.DeleteBackupRequest) {
+	r.backups.CompareAndDelete(deletionBackupKey(dbr), dbr.Name)
+}
+
+// follow ends a request that waited for another with that one's outcome.
+func (r *DeleteBackupRequestReconciler) follow(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
+	var leader v1.DeleteBackupRequest
+	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Status.HandledBy}, &leader)
+	if apierrors.IsNotFound(err) {
+		// Gone before it ended: this request does the work itself.
+		if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) { s.HandledBy = "" }); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.start(ctx, dbr)
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading deletion request %s: %w", dbr.Status.HandledBy, err)
+	}
+	if !requestFinished(leader.Status.Phase) {
+		return ctrl.Result{RequeueAfter: deletionWaitRecheck}, nil
+	}
+	now := metav1.NewTime(r.now())
+	return ctrl.Result{}, r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = leader.Status.Phase
+		s.Errors = slices.Clone(leader.Status.Errors)
+		s.ErrorDetails = slices.Clone(leader.Status.ErrorDetails)
+		s.Report = leader.Status.Report.DeepCopy()
+		s.CompletionTimestamp = &now
+		setWaiting(dbr, "", "")
+	})
+}
