@@ -182,11 +182,30 @@ func (s *storedVolumes) items() []*volumeItem {
 	return out
 }
 
-// snapshotLocation is a VolumeSnapshotLocation the backup may use.
+// snapshotLocation is a VolumeSnapshotLocation the backup may use, with
+// its VolumeSnapshotter, initialised once for the whole backup (not once
+// per volume) on first use.
 type snapshotLocation struct {
 	name     string
 	provider string
 	config   map[string]string
+
+	once    sync.Once
+	vs      api.VolumeSnapshotter
+	initErr error
+}
+
+func (l *snapshotLocation) snapshotter(p Plugins) (api.VolumeSnapshotter, error) {
+	l.once.Do(func() {
+		l.vs, l.initErr = p.VolumeSnapshotter(l.provider)
+		if l.initErr == nil {
+			l.initErr = l.vs.Init(l.config)
+		}
+		if l.initErr != nil {
+			l.initErr = fmt.Errorf("VolumeSnapshotLocation %s (provider %s): %w", l.name, l.provider, l.initErr)
+		}
+	})
+	return l.vs, l.initErr
 }
 
 // ResolveSnapshotLocations returns the VolumeSnapshotLocations a backup
@@ -299,8 +318,8 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) snapshotLocations(ctx context.Context) ([]snapshotLocation, error) {
-	var locs []snapshotLocation
+func (r *run) snapshotLocations(ctx context.Context) ([]*snapshotLocation, error) {
+	var locs []*snapshotLocation
 	for _, name := range r.b.Spec.VolumeSnapshotLocations {
 		vsl := &v1.VolumeSnapshotLocation{}
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -309,7 +328,7 @@ func (r *run) snapshotLocations(ctx context.Context) ([]snapshotLocation, error)
 		if err != nil {
 			return nil, fmt.Errorf("getting VolumeSnapshotLocation %s: %w", name, err)
 		}
-		locs = append(locs, snapshotLocation{name: vsl.Name, provider: vsl.Spec.Provider, config: vsl.Spec.Config})
+		locs = append(locs, &snapshotLocation{name: vsl.Name, provider: vsl.Spec.Provider, config: vsl.Spec.Config})
 	}
 	return locs, nil
 }
@@ -317,7 +336,7 @@ func (r *run) snapshotLocations(ctx context.Context) ([]snapshotLocation, error)
 // decideVolume decides one volume and carries the decision out. Failures
 // are recorded on the backup (a failed snapshot is an error, a decision
 // Lifeboat cannot carry out a warning) and in the volume's info.
-func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, locs []snapshotLocation, v *volumeItem) (volumes.BackupVolumeInfo, *volumes.Snapshot) {
+func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, locs []*snapshotLocation, v *volumeItem) (volumes.BackupVolumeInfo, *volumes.Snapshot) {
 	info := volumes.BackupVolumeInfo{}
 	if v.pvc != nil {
 		info.PVCName, info.PVCNamespace = v.pvc.Name, v.pvc.Namespace
@@ -409,7 +428,7 @@ func (s *storedVolumes) claimedBy(v *volumeItem) string {
 // snapshot asks each location's VolumeSnapshotter, in order, for the
 // volume's ID; the first that knows the volume takes the snapshot (as
 // Velero does).
-func (r *run) snapshot(ctx context.Context, locs []snapshotLocation, v *volumeItem, d volumehelper.Decision, info volumes.BackupVolumeInfo) (volumes.BackupVolumeInfo, *volumes.Snapshot) {
+func (r *run) snapshot(ctx context.Context, locs []*snapshotLocation, v *volumeItem, d volumehelper.Decision, info volumes.BackupVolumeInfo) (volumes.BackupVolumeInfo, *volumes.Snapshot) {
 	// Only an explicit choice deserves a warning when it cannot be carried
 	// out; the default (snapshotVolumes unset) quietly does what it can.
 	explicit := d.Rule != volumehelper.NoRule || d.Reason == "snapshotVolumes=true"
@@ -431,12 +450,9 @@ func (r *run) snapshot(ctx context.Context, locs []snapshotLocation, v *volumeIt
 	var providers []string
 	for _, loc := range locs {
 		providers = append(providers, loc.provider)
-		vs, err := r.e.Plugins.VolumeSnapshotter(loc.provider)
-		if err == nil {
-			err = vs.Init(loc.config)
-		}
+		vs, err := loc.snapshotter(r.e.Plugins)
 		if err != nil {
-			return r.snapshotFailed(v, info, fmt.Errorf("VolumeSnapshotLocation %s (provider %s): %w", loc.name, loc.provider, err))
+			return r.snapshotFailed(v, info, err)
 		}
 		volumeID, err := vs.GetVolumeID(pv)
 		if err != nil {
@@ -450,7 +466,7 @@ func (r *run) snapshot(ctx context.Context, locs []snapshotLocation, v *volumeIt
 	return notTaken(fmt.Sprintf("no VolumeSnapshotter of the backup's locations (providers %s) can snapshot this volume", strings.Join(providers, ", ")))
 }
 
-func (r *run) takeSnapshot(ctx context.Context, vs api.VolumeSnapshotter, loc snapshotLocation, v *volumeItem, volumeID string, info volumes.BackupVolumeInfo) (volumes.BackupVolumeInfo, *volumes.Snapshot) {
+func (r *run) takeSnapshot(ctx context.Context, vs api.VolumeSnapshotter, loc *snapshotLocation, v *volumeItem, volumeID string, info volumes.BackupVolumeInfo) (volumes.BackupVolumeInfo, *volumes.Snapshot) {
 	if err := ctx.Err(); err != nil {
 		return r.snapshotFailed(v, info, err)
 	}

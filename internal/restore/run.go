@@ -81,6 +81,9 @@ type run struct {
 	// volumeInfos record the volumes restored from them.
 	snapshots   map[string]volumes.Snapshot
 	volumeInfos []volumes.RestoreVolumeInfo
+	// snapshotters are the locations' VolumeSnapshotters, by location.
+	snapshotters   map[string]snapshotterResult
+	snapshottersMu sync.Mutex
 }
 
 type ownerFixup struct {

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
 var vslResource = schema.GroupVersionResource{Group: v1.SchemeGroupVersion.Group, Version: v1.SchemeGroupVersion.Version, Resource: "volumesnapshotlocations"}
@@ -45,25 +47,9 @@ func (r *run) restoreVolumeData(ctx context.Context, pv *unstructured.Unstructur
 	if !ok {
 		return pv, nil
 	}
-	if r.e.Plugins == nil {
-		return nil, fmt.Errorf("volume snapshot %s needs a VolumeSnapshotter, and the restore has no plugins", snap.Status.ProviderSnapshotID)
-	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	loc, err := r.dyn.Resource(vslResource).Namespace(r.rs.Namespace).Get(cctx, snap.Spec.Location, metav1.GetOptions{})
-	cancel()
+	vs, err := r.snapshotter(ctx, snap.Spec.Location)
 	if err != nil {
-		return nil, fmt.Errorf("getting VolumeSnapshotLocation %s of snapshot %s: %w", snap.Spec.Location, snap.Status.ProviderSnapshotID, err)
-	}
-	vsl := &v1.VolumeSnapshotLocation{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(loc.Object, vsl); err != nil {
-		return nil, fmt.Errorf("decoding VolumeSnapshotLocation %s: %w", snap.Spec.Location, err)
-	}
-	vs, err := r.e.Plugins.VolumeSnapshotter(vsl.Spec.Provider)
-	if err == nil {
-		err = vs.Init(vsl.Spec.Config)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("VolumeSnapshotLocation %s (provider %s): %w", vsl.Name, vsl.Spec.Provider, err)
+		return nil, fmt.Errorf("restoring from snapshot %s: %w", snap.Status.ProviderSnapshotID, err)
 	}
 	volumeID, err := vs.CreateVolumeFromSnapshot(snap.Status.ProviderSnapshotID, snap.Spec.VolumeType, snap.Spec.VolumeAZ, snap.Spec.VolumeIOPS)
 	if err != nil {
@@ -82,6 +68,52 @@ func (r *run) restoreVolumeData(ctx context.Context, pv *unstructured.Unstructur
 	})
 	r.mu.Unlock()
 	return out, nil
+}
+
+// snapshotter returns the initialised VolumeSnapshotter of the named
+// location, set up once per restore: PVs are restored by several workers,
+// and each would otherwise read the location and Init its plugin again.
+func (r *run) snapshotter(ctx context.Context, location string) (api.VolumeSnapshotter, error) {
+	r.snapshottersMu.Lock()
+	defer r.snapshottersMu.Unlock()
+	if got, ok := r.snapshotters[location]; ok {
+		return got.vs, got.err
+	}
+	vs, err := r.newSnapshotter(ctx, location)
+	if r.snapshotters == nil {
+		r.snapshotters = map[string]snapshotterResult{}
+	}
+	r.snapshotters[location] = snapshotterResult{vs, err}
+	return vs, err
+}
+
+type snapshotterResult struct {
+	vs  api.VolumeSnapshotter
+	err error
+}
+
+func (r *run) newSnapshotter(ctx context.Context, location string) (api.VolumeSnapshotter, error) {
+	if r.e.Plugins == nil {
+		return nil, errors.New("a VolumeSnapshotter is needed, and the restore has no plugins")
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	loc, err := r.dyn.Resource(vslResource).Namespace(r.rs.Namespace).Get(cctx, location, metav1.GetOptions{})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("getting VolumeSnapshotLocation %s: %w", location, err)
+	}
+	vsl := &v1.VolumeSnapshotLocation{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(loc.Object, vsl); err != nil {
+		return nil, fmt.Errorf("decoding VolumeSnapshotLocation %s: %w", location, err)
+	}
+	vs, err := r.e.Plugins.VolumeSnapshotter(vsl.Spec.Provider)
+	if err == nil {
+		err = vs.Init(vsl.Spec.Config)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("VolumeSnapshotLocation %s (provider %s): %w", vsl.Name, vsl.Spec.Provider, err)
+	}
+	return vs, nil
 }
 
 func iopsText(iops *int64) string {
