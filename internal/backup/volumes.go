@@ -83,11 +83,22 @@ func (s *storedVolumes) observe(gr schema.GroupResource, data []byte) error {
 		s.pvcs[pvc.Namespace+"/"+pvc.Name] = pvc
 		s.mu.Unlock()
 	case podResource:
-		pod := &corev1.Pod{}
-		if err := json.Unmarshal(data, pod); err != nil {
+		// Only what fs-backup decisions read: a pod's containers, status
+		// and the rest are most of its JSON and are left undecoded.
+		var pod struct {
+			Metadata struct {
+				Namespace   string            `json:"namespace"`
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+			Spec struct {
+				Volumes []corev1.Volume `json:"volumes"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(data, &pod); err != nil {
 			return fmt.Errorf("decoding Pod: %w", err)
 		}
-		slim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, Annotations: pod.Annotations}}
+		slim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Metadata.Namespace, Name: pod.Metadata.Name, Annotations: pod.Metadata.Annotations}}
 		for _, vol := range pod.Spec.Volumes {
 			// A claim's volume is decided with the claim.
 			if vol.PersistentVolumeClaim == nil {
