@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/pkg/policy"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
@@ -40,6 +42,10 @@ type explainSpec struct {
 	// snapshotVolumes is nil when unset, which means true.
 	snapshotVolumes *bool
 	defaultFSBackup bool
+	// resources are the backup's resource filters (from --backup), which
+	// say whether it holds PersistentVolumes of their own; nil: the
+	// namespace flags alone, as a backup with only those would be.
+	resources *v1.BackupSpec
 }
 
 // volumeExplanation is one row of `policy explain`.
@@ -60,7 +66,8 @@ func newPolicyExplainCommand(f *Factory) *cobra.Command {
 		Use:   "explain",
 		Short: "Show the action a backup would take for each volume, and why",
 		Long: "Evaluate a resource policy against the volumes in the cluster: for every PVC of\n" +
-			"the namespaces in scope, and every other pod volume there, print the action a\n" +
+			"the namespaces in scope, every other pod volume there, and (when the backup would\n" +
+			"hold cluster-scoped resources) every PersistentVolume no claim stands for, print the action a\n" +
 			"backup would take (snapshot, fs-backup, skip or custom) and why: the volume\n" +
 			"policy that matched and its conditions, or for every earlier policy the first\n" +
 			"condition that failed, and the fallback used when none matched.\n\n" +
@@ -149,6 +156,7 @@ func (o *policyExplainOptions) run(cmd *cobra.Command, f *Factory) error {
 		}
 		spec.includeNamespaces = b.Spec.IncludedNamespaces
 		spec.excludeNamespaces = b.Spec.ExcludedNamespaces
+		spec.resources = &b.Spec
 		spec.snapshotVolumes = b.Spec.SnapshotVolumes
 		spec.defaultFSBackup = (b.Spec.DefaultVolumesToRestic != nil && *b.Spec.DefaultVolumesToRestic) ||
 			(b.Spec.DefaultVolumesToFsBackup != nil && *b.Spec.DefaultVolumesToFsBackup)
@@ -252,6 +260,7 @@ func explainVolumes(ctx context.Context, c client.Client, spec *explainSpec) ([]
 		policies = nil
 	}
 	var rows []volumeExplanation
+	claimed := map[string]bool{}
 	for _, ns := range namespaces {
 		claims := &corev1.PersistentVolumeClaimList{}
 		pods := &corev1.PodList{}
@@ -274,6 +283,7 @@ func explainVolumes(ctx context.Context, c client.Client, spec *explainSpec) ([]
 		}
 		for i := range claims.Items {
 			rows = append(rows, explainClaim(spec, policies, &claims.Items[i], pvs, pods.Items))
+			claimed[claims.Items[i].Spec.VolumeName] = true
 		}
 		for i := range pods.Items {
 			pod := &pods.Items[i]
@@ -286,7 +296,56 @@ func explainVolumes(ctx context.Context, c client.Client, spec *explainSpec) ([]
 			}
 		}
 	}
-	return rows, nil
+	return append(rows, explainUnclaimedVolumes(ctx, c, spec, policies, pvs, claimed)...), nil
+}
+
+// explainUnclaimedVolumes explains the PersistentVolumes a backup holds
+// that no claim stands for: when its filters take cluster-scoped
+// PersistentVolumes (a whole-cluster backup, or includeClusterResources),
+// it stores those that are Available or Released too, and decides them by
+// the volume alone, as the backup does. A PV whose claim lives outside the
+// namespaces in scope is left out here: its decision also depends on that
+// namespace's pods.
+func explainUnclaimedVolumes(ctx context.Context, c client.Client, spec *explainSpec, policies *policy.Policies,
+	pvs map[string]*corev1.PersistentVolume, claimed map[string]bool,
+) []volumeExplanation {
+	bs := spec.resources
+	if bs == nil {
+		bs = &v1.BackupSpec{IncludedNamespaces: spec.includeNamespaces, ExcludedNamespaces: spec.excludeNamespaces}
+	}
+	filter, errs := selection.NewResourceFilter(bs, nil)
+	if len(errs) > 0 || !filter.ShouldIncludeResource(corev1.Resource("persistentvolumes"), false) {
+		return nil
+	}
+	var rows []volumeExplanation
+	for _, name := range slices.Sorted(maps.Keys(pvs)) {
+		pv := pvs[name]
+		if claimed[name] {
+			continue // explained with its claim
+		}
+		if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" && ref.Namespace != "" {
+			pvc := &corev1.PersistentVolumeClaim{}
+			callCtx, cancel := callCtx(ctx)
+			err := c.Get(callCtx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, pvc)
+			cancel()
+			if err == nil && pvc.Spec.VolumeName == pv.Name {
+				continue // its claim is out of scope (see above)
+			}
+		}
+		e := volumeExplanation{Volume: "pv " + pv.Name}
+		if !e.applyPolicy(policies, policy.VolumeFromPV(pv, nil)) {
+			switch {
+			case spec.snapshotVolumes == nil:
+				e.fallback(string(policy.Snapshot), "snapshotVolumes (unset, so true)")
+			case *spec.snapshotVolumes:
+				e.fallback(string(policy.Snapshot), "snapshotVolumes=true")
+			default:
+				e.fallback(string(policy.Skip), "snapshotVolumes=false")
+			}
+		}
+		rows = append(rows, e)
+	}
+	return rows
 }
 
 // boundVolume returns the claim's PV, or why it has none, as the volume

@@ -312,3 +312,36 @@ func TestPolicyExplainErrors(t *testing.T) {
 		})
 	}
 }
+
+// A whole-cluster backup stores PersistentVolumes no claim stands for, and
+// decides them by the volume alone; a backup of some namespaces does not
+// hold them (a claim brings its own volume).
+func TestPolicyExplainUnclaimedVolumes(t *testing.T) {
+	path := writePolicyFile(t, explainPolicy)
+	free := explainPV("pv-free", "gold", "ebs.csi.aws.com", "20Gi")
+	released := explainPV("pv-released", "scratch", "", "1Gi")
+	released.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "gone", Name: "data"}
+	c := newFakeBuilder(t, append(explainObjects(), free, released)...).Build()
+
+	rows := explainJSON(t, newTestFactory(c), "--policy-file", path, "--include-namespaces", "*")
+	if r := rows["pv pv-free"]; r.Action != "snapshot" || r.Rule == nil || *r.Rule != 2 {
+		t.Errorf("pv-free: %+v, want snapshot by rule 2 (gold, 5Gi and more)", r)
+	}
+	if r := rows["pv pv-released"]; r.Action != "skip" || r.Rule == nil || *r.Rule != 1 {
+		t.Errorf("pv-released: %+v, want skip by rule 1 (scratch)", r)
+	}
+	for _, claimed := range []string{"pv pv-gold", "pv pv-web", "pv pv-bronze"} {
+		if _, ok := rows[claimed]; ok {
+			t.Errorf("%s has a row of its own; it is explained with its claim", claimed)
+		}
+	}
+
+	// Velero's rule: with namespaces filtered, cluster-scoped items are
+	// left out unless includeClusterResources says otherwise.
+	for _, args := range [][]string{{"--include-namespaces", "app"}, {"--include-namespaces", "*", "--exclude-namespaces", "other"}} {
+		rows = explainJSON(t, newTestFactory(c), append([]string{"--policy-file", path}, args...)...)
+		if _, ok := rows["pv pv-free"]; ok {
+			t.Errorf("a backup of %v was said to hold an unclaimed PersistentVolume", args)
+		}
+	}
+}
