@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
@@ -99,11 +100,13 @@ type DeleteBackupRequestReconciler struct {
 }
 
 // SetupWithManager registers the reconciler. A change to a request also
-// wakes the requests for the same backup that follow it.
+// wakes the requests for the same backup that follow it, and a restore
+// that ends wakes the requests waiting for it.
 func (r *DeleteBackupRequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.DeleteBackupRequest{}).
 		Watches(&v1.DeleteBackupRequest{}, handler.EnqueueRequestsFromMapFunc(r.followers)).
+		Watches(&v1.Restore{}, handler.EnqueueRequestsFromMapFunc(r.waitingOnRestore)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: deletionConcurrency}).
 		Named("deletebackuprequest").
 		Complete(r)
@@ -354,6 +357,32 @@ func (r *DeleteBackupRequestReconciler) restoresRunning(ctx context.Context, nam
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// waitingOnRestore names the unfinished requests for the backup of a
+// restore that has ended, so a deletion that waited for it starts at once
+// rather than at its next look (retryBase later).
+func (r *DeleteBackupRequestReconciler) waitingOnRestore(ctx context.Context, obj client.Object) []reconcile.Request {
+	rs, ok := obj.(*v1.Restore)
+	if !ok || rs.Spec.BackupName == "" {
+		return nil
+	}
+	switch rs.Status.Phase {
+	case "", v1.RestorePhaseNew, v1.RestorePhaseInProgress:
+		return nil
+	}
+	var list v1.DeleteBackupRequestList
+	if err := r.Client.List(ctx, &list, client.InNamespace(rs.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(rs.Spec.BackupName)}); err != nil {
+		r.Log.Warn("listing the deletion requests of a restore's backup", "restore", rs.Name, "error", err)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if o := &list.Items[i]; o.Spec.BackupName == rs.Spec.BackupName && !requestFinished(o.Status.Phase) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return out
 }
 
 // wait records why a request waits and looks again later. Waiting does not

@@ -222,3 +222,34 @@ func (f failingCluster) RemoveBackup(context.Context, *v1.Backup) error {
 	f.t.Error("a dry run removed the backup")
 	return nil
 }
+
+// A restore that ends wakes the unfinished deletion requests of its
+// backup, so a deletion that waited for it need not wait for its next look.
+func TestARestoreThatEndsWakesItsBackupsDeletions(t *testing.T) {
+	req := func(name, backup string, phase v1.DeleteBackupRequestPhase) *v1.DeleteBackupRequest {
+		return &v1.DeleteBackupRequest{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: name, Labels: map[string]string{v1.BackupNameLabel: backup}},
+			Spec:       v1.DeleteBackupRequestSpec{BackupName: backup},
+			Status:     v1.DeleteBackupRequestStatus{Phase: phase},
+		}
+	}
+	r, _ := newTestDeletionReconciler(t,
+		req("waiting", "nightly", v1.DeleteBackupRequestPhaseNew),
+		req("done", "nightly", v1.DeleteBackupRequestPhaseProcessed),
+		req("other", "weekly", v1.DeleteBackupRequestPhaseNew),
+	)
+	restore := func(phase v1.RestorePhase) *v1.Restore {
+		return &v1.Restore{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: "r"},
+			Spec:       v1.RestoreSpec{BackupName: "nightly"},
+			Status:     v1.RestoreStatus{Phase: phase},
+		}
+	}
+	if got := r.waitingOnRestore(context.Background(), restore(v1.RestorePhaseInProgress)); len(got) != 0 {
+		t.Errorf("a running restore woke %v", got)
+	}
+	got := r.waitingOnRestore(context.Background(), restore(v1.RestorePhaseCompleted))
+	if len(got) != 1 || got[0].Name != "waiting" {
+		t.Errorf("an ended restore woke %v, want the one unfinished request of its backup", got)
+	}
+}
