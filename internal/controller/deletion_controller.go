@@ -699,24 +699,15 @@ func (r *DeleteBackupRequestReconciler) backoff(attempt int32) time.Duration {
 }
 
 func (r *DeleteBackupRequestReconciler) maxAttempts() int {
-	if r.MaxAttempts > 0 {
-		return r.MaxAttempts
-	}
-	return DefaultDeletionMaxAttempts
+	return cmp.Or(max(r.MaxAttempts, 0), DefaultDeletionMaxAttempts)
 }
 
 func (r *DeleteBackupRequestReconciler) retryBase() time.Duration {
-	if r.RetryBase > 0 {
-		return r.RetryBase
-	}
-	return DefaultDeletionRetryBase
+	return cmp.Or(max(r.RetryBase, 0), DefaultDeletionRetryBase)
 }
 
 func (r *DeleteBackupRequestReconciler) requestTTL() time.Duration {
-	if r.RequestTTL > 0 {
-		return r.RequestTTL
-	}
-	return DefaultRequestTTL
+	return cmp.Or(max(r.RequestTTL, 0), DefaultRequestTTL)
 }
 
 func (r *DeleteBackupRequestReconciler) now() time.Time {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -217,17 +218,11 @@ func (r *GCReconciler) now() time.Time {
 }
 
 func (r *GCReconciler) blockedRetry() time.Duration {
-	if r.BlockedRetry > 0 {
-		return r.BlockedRetry
-	}
-	return DefaultGCBlockedRetry
+	return cmp.Or(max(r.BlockedRetry, 0), DefaultGCBlockedRetry)
 }
 
 func (r *GCReconciler) deletionRetry() time.Duration {
-	if r.DeletionRetry > 0 {
-		return r.DeletionRetry
-	}
-	return DefaultDeletionRetry
+	return cmp.Or(max(r.DeletionRetry, 0), DefaultDeletionRetry)
 }
 
 func sameTime(a, b *metav1.Time) bool {

@@ -10,6 +10,7 @@
 package deletion
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -388,31 +389,19 @@ func (e *Engine) logger() *slog.Logger {
 }
 
 func (e *Engine) workers() int {
-	if e.Workers > 0 {
-		return e.Workers
-	}
-	return DefaultWorkers
+	return cmp.Or(max(e.Workers, 0), DefaultWorkers)
 }
 
 func (e *Engine) window() int64 {
-	if e.Window > 0 {
-		return e.Window
-	}
-	return DefaultWindow
+	return cmp.Or(max(e.Window, 0), DefaultWindow)
 }
 
 func (e *Engine) checkpointInterval() time.Duration {
-	if e.CheckpointInterval > 0 {
-		return e.CheckpointInterval
-	}
-	return DefaultCheckpointInterval
+	return cmp.Or(max(e.CheckpointInterval, 0), DefaultCheckpointInterval)
 }
 
 func (e *Engine) checkpointItems() int {
-	if e.CheckpointItems > 0 {
-		return e.CheckpointItems
-	}
-	return DefaultCheckpointItems
+	return cmp.Or(max(e.CheckpointItems, 0), DefaultCheckpointItems)
 }
 
 func (e *Engine) limits() archive.Limits {
