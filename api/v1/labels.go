@@ -28,6 +28,27 @@ const (
 	// it without deleting anything else. Lifeboat's own, not Velero's.
 	BackupFinalizer = "lifeboat.io/backup-data"
 
+	// SyncedAnnotation marks a Backup created by the sync from a storage
+	// location (its value is the location). Between its creation and the
+	// write of its status (a separate call, as status is a subresource)
+	// the Backup has no phase; the backup controller must not mistake it
+	// for a new backup to run. Lifeboat's own.
+	SyncedAnnotation = "lifeboat.io/synced-from-location"
+
+	// StoredUIDAnnotation is put on a Backup that the sync created from a
+	// storage location: the UID its velero-backup.json records, that is
+	// the UID of the Backup object that wrote the data. The deletion of a
+	// Backup checks the stored UID against the object's own UID or this
+	// annotation, so that it never deletes another backup's data stored
+	// under the same name. Lifeboat's own.
+	StoredUIDAnnotation = "lifeboat.io/stored-uid"
+
+	// BackupConditionStored is a Backup condition that Lifeboat sets to
+	// False when a backup wrote nothing at all to its storage location
+	// (its name was taken there by another backup, or the location could
+	// not be used): deleting such a Backup leaves the location alone.
+	BackupConditionStored = "Stored"
+
 	// DefaultNamespace is where the server and its objects live unless told otherwise.
 	DefaultNamespace = "velero"
 	// DefaultBackupTTL is how long a backup is kept when spec.ttl is not set.

@@ -7,7 +7,6 @@ package backup
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -102,6 +102,10 @@ type Outcome struct {
 	// them, and `backup delete --force` names the snapshots it leaves
 	// behind from them.
 	VolumeSnapshotsAttempted, VolumeSnapshotsCompleted int
+	// StoredNothing: the run failed before it wrote anything to the
+	// storage location; NameTaken: because another backup of that name is
+	// stored there.
+	StoredNothing, NameTaken bool
 }
 
 // Run backs up what b's spec selects into store. b must carry the status the
@@ -114,7 +118,7 @@ type Outcome struct {
 func (e *Engine) Run(ctx context.Context, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) Outcome {
 	r, err := newRun(e, b, store, progress)
 	if err != nil {
-		return Outcome{Phase: v1.BackupPhaseFailed, FailureReason: err.Error(), Completion: time.Now()}
+		return Outcome{Phase: v1.BackupPhaseFailed, FailureReason: err.Error(), Completion: time.Now(), StoredNothing: true}
 	}
 	defer r.close()
 	return r.execute(ctx)
@@ -158,6 +162,9 @@ type run struct {
 	volumes     *storedVolumes
 	volumeInfos []volumes.BackupVolumeInfo
 	snapshots   []volumes.Snapshot
+
+	// wrote is set once the run starts writing to the store.
+	wrote bool
 }
 
 func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
@@ -212,8 +219,12 @@ func (r *run) execute(ctx context.Context) Outcome {
 			r.log.Error("writing the backup's files failed", "error", err)
 		}
 	}
+	// A run that wrote nothing must not clean up: under its name is
+	// another backup (its name was taken), or nothing.
+	out.StoredNothing = !r.wrote
 	var exists *existsError
-	if out.Phase == v1.BackupPhaseFailed && !errors.As(err, &exists) {
+	out.NameTaken = errors.As(err, &exists)
+	if out.Phase == v1.BackupPhaseFailed && r.wrote {
 		r.abandon(ctx, out)
 	}
 	r.e.Log.Info("backup ended", "backup", r.b.Namespace+"/"+name, "phase", out.Phase, "items", r.backedUp,
@@ -238,6 +249,9 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 		return err
 	}
 
+	// From here on the run writes under the backup's name: a failure must
+	// clean up, and a deletion of the Backup must look in the store.
+	r.wrote = true
 	pr, pw := io.Pipe()
 	uploadDone := make(chan error, 1)
 	go func() {
@@ -391,11 +405,9 @@ func (r *run) uploadLog(ctx context.Context) error {
 func (r *run) putMetadata(ctx context.Context, out Outcome) error {
 	b := r.b.DeepCopy()
 	ApplyOutcome(b, out)
-	b.APIVersion, b.Kind = v1.SchemeGroupVersion.String(), "Backup"
-	b.ManagedFields = nil
-	data, err := json.Marshal(b)
+	data, err := MarshalMetadata(b)
 	if err != nil {
-		return fmt.Errorf("encoding the backup: %w", err)
+		return err
 	}
 	return r.store.PutBackupMetadata(ctx, r.b.Name, data)
 }
@@ -442,5 +454,15 @@ func ApplyOutcome(b *v1.Backup, out Outcome) {
 	if !out.Completion.IsZero() {
 		t := metav1.NewTime(out.Completion)
 		b.Status.CompletionTimestamp = &t
+	}
+	if out.StoredNothing {
+		reason := "NotWritten"
+		if out.NameTaken {
+			reason = "NameTaken"
+		}
+		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+			Type: v1.BackupConditionStored, Status: metav1.ConditionFalse, Reason: reason, ObservedGeneration: b.Generation,
+			Message: "nothing was written to the storage location: " + out.FailureReason,
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,15 @@ type faultyStore struct {
 	failKey   string
 	failAfter int64
 	written   atomic.Int64
+	// existsErr makes ObjectExists fail.
+	existsErr error
+}
+
+func (f *faultyStore) ObjectExists(ctx context.Context, bucket, key string) (bool, error) {
+	if f.existsErr != nil {
+		return false, f.existsErr
+	}
+	return f.ObjectStore.ObjectExists(ctx, bucket, key)
 }
 
 var errInjected = errors.New("injected storage failure")
@@ -190,6 +200,37 @@ func TestRunRefusesAnExistingBackup(t *testing.T) {
 	}
 	if got := f.storedPhase(t, "twice"); got != v1.BackupPhaseCompleted {
 		t.Errorf("the second run overwrote the first backup's metadata: phase %s", got)
+	}
+	if !out.StoredNothing || !out.NameTaken {
+		t.Errorf("second run: StoredNothing %v NameTaken %v, want both", out.StoredNothing, out.NameTaken)
+	}
+}
+
+// A run that cannot even tell whether its name is taken has written
+// nothing, so it must not clean up: what is under that name may be another
+// backup's, whole.
+func TestRunThatWroteNothingLeavesTheStoreAlone(t *testing.T) {
+	f := newFixture(t, 1)
+	if out := f.engine.Run(context.Background(), f.backup("taken"), f.store, nil); out.Phase != v1.BackupPhaseCompleted || out.StoredNothing {
+		t.Fatalf("first run: %+v", out)
+	}
+	before := f.keys(t, "taken")
+	f.faulty.existsErr = errInjected
+	out := f.engine.Run(context.Background(), f.backup("taken"), f.store, nil)
+	f.faulty.existsErr = nil
+	if out.Phase != v1.BackupPhaseFailed || !out.StoredNothing || out.NameTaken {
+		t.Fatalf("second run: %+v, want Failed having stored nothing", out)
+	}
+	if got := f.keys(t, "taken"); !slices.Equal(got, before) {
+		t.Errorf("keys after a run that wrote nothing: %v, want %v", got, before)
+	}
+	if got := f.storedPhase(t, "taken"); got != v1.BackupPhaseCompleted {
+		t.Errorf("stored phase %s, want the first backup's Completed", got)
+	}
+	var b v1.Backup
+	ApplyOutcome(&b, out)
+	if !b.StoredNothing() {
+		t.Errorf("conditions %+v: want Stored=False", b.Status.Conditions)
 	}
 }
 

@@ -87,6 +87,7 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.StringVar(&opts.CredentialsDir, "credentials-dir", opts.CredentialsDir, "directory for the credential files handed to ObjectStore plugins (default: under the system temp dir)")
 	fl.Float32Var(&opts.ClientQPS, "client-qps", opts.ClientQPS, "queries per second the server may send to the API server; -1 (the default) sets no client-side limit: the server's load is bounded by its worker pools and the API server's priority and fairness")
 	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps the server may send")
+	fl.BoolVar(&opts.BackupFinalizer, "backup-finalizer", opts.BackupFinalizer, "put the lifeboat.io/backup-data finalizer on Backups, so that deleting a Backup object (kubectl delete backup) deletes its data, snapshots and restores too; a Backup deleted with its namespace, with the Backup CRD or by garbage collection of its owner still only loses the object. Off, deleting the object only removes the object, as in Velero")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
 	return cmd

@@ -10,8 +10,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,7 +43,12 @@ type BackupReconciler struct {
 	Engine     *backup.Engine
 	Locations  *locations.Resolver
 	DefaultTTL time.Duration
-	Log        *slog.Logger
+	// AddFinalizer puts v1.BackupFinalizer on every Backup, so deleting a
+	// Backup object deletes its data (the server's --backup-finalizer).
+	// Off, a finalizer an earlier run added is taken off again: deleting
+	// the object then means what it means in Velero.
+	AddFinalizer bool
+	Log          *slog.Logger
 
 	// running holds the backups this process is executing, to tell a backup
 	// in progress here from one left InProgress by a server that died.
@@ -75,9 +83,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.DeletionTimestamp != nil {
-		return r.requestDeletion(ctx, &b)
+		return r.objectDeleted(ctx, &b)
 	}
-	if err := r.addFinalizer(ctx, &b); err != nil {
+	if err := r.setFinalizer(ctx, &b, r.AddFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 	switch b.Status.Phase {
@@ -88,7 +96,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	switch b.Status.Phase {
 	case "", v1.BackupPhaseNew:
-		if b.Status.Phase == "" && b.Annotations[SyncedAnnotation] != "" {
+		if b.Status.Phase == "" && b.Annotations[v1.SyncedAnnotation] != "" {
 			// A backup from storage whose status the sync is writing.
 			return ctrl.Result{}, nil
 		}
@@ -114,32 +122,94 @@ func (r *BackupReconciler) failAbandoned(ctx context.Context, b *v1.Backup) erro
 	})
 }
 
-// addFinalizer puts BackupFinalizer on b, so that deleting the Backup
-// object deletes its data too instead of leaving it behind in the store
-// (where the sync would bring the Backup back). The optimistic lock keeps a
-// stale cached copy from dropping another controller's finalizer.
-func (r *BackupReconciler) addFinalizer(ctx context.Context, b *v1.Backup) error {
-	if controllerutil.ContainsFinalizer(b, v1.BackupFinalizer) {
+// setFinalizer puts BackupFinalizer on b, or takes it off. On, deleting
+// the Backup object deletes its data too instead of leaving it behind in
+// the store (where the sync would bring the Backup back). The optimistic
+// lock keeps a stale cached copy from dropping another controller's
+// finalizer.
+func (r *BackupReconciler) setFinalizer(ctx context.Context, b *v1.Backup, on bool) error {
+	if controllerutil.ContainsFinalizer(b, v1.BackupFinalizer) == on {
 		return nil
 	}
 	orig := b.DeepCopy()
-	controllerutil.AddFinalizer(b, v1.BackupFinalizer)
+	if on {
+		controllerutil.AddFinalizer(b, v1.BackupFinalizer)
+	} else {
+		controllerutil.RemoveFinalizer(b, v1.BackupFinalizer)
+	}
 	err := r.Client.Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("adding finalizer %s to backup %s/%s: %w", v1.BackupFinalizer, b.Namespace, b.Name, err)
+		return fmt.Errorf("updating finalizer %s of backup %s/%s: %w", v1.BackupFinalizer, b.Namespace, b.Name, err)
 	}
 	return nil
 }
 
-// requestDeletion turns the deletion of a Backup object into a
-// DeleteBackupRequest; the deletion controller removes the finalizer once
-// the backup's data is gone. A Backup without the finalizer is not ours to
-// hold. While the Backup stays, the request is renewed now and then, since
-// a deletion that ended with errors leaves the finalizer in place.
-func (r *BackupReconciler) requestDeletion(ctx context.Context, b *v1.Backup) (ctrl.Result, error) {
+// objectDeleted handles a Backup object with a deletionTimestamp. Only a
+// Backup deleted on its own, by someone who meant this backup, has its
+// data deleted: one that goes because its namespace, the Backup CRD or an
+// owner is being deleted loses the finalizer and nothing else, as it would
+// in Velero. Deleting a namespace must not empty a bucket.
+func (r *BackupReconciler) objectDeleted(ctx context.Context, b *v1.Backup) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(b, v1.BackupFinalizer) {
 		return ctrl.Result{}, nil
 	}
+	log := r.Log.With("backup", b.Namespace+"/"+b.Name)
+	cause := "the server runs without --backup-finalizer"
+	if r.AddFinalizer {
+		var err error
+		if cause, err = r.bulkDeletionCause(ctx, b); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if cause == "" {
+		return r.requestDeletion(ctx, b)
+	}
+	if err := r.setFinalizer(ctx, b, false); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.Info("backup object deleted; its data stays in the storage location", "cause", cause, "location", b.Spec.StorageLocation)
+	return ctrl.Result{}, nil
+}
+
+// bulkDeletionCause says why b is being deleted when it is not b that was
+// meant: its namespace or the Backup CRD is being deleted, or the garbage
+// collector removes it after its owner. Empty means b itself was deleted.
+func (r *BackupReconciler) bulkDeletionCause(ctx context.Context, b *v1.Backup) (string, error) {
+	var ns corev1.Namespace
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: b.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("reading namespace %s: %w", b.Namespace, err)
+	} else if err != nil || ns.DeletionTimestamp != nil {
+		return "the deletion of namespace " + b.Namespace, nil
+	}
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: "backups." + v1.SchemeGroupVersion.Group}, crd); err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("reading the Backup CRD: %w", err)
+	} else if err != nil || crd.DeletionTimestamp != nil {
+		return "the removal of the Backup CRD", nil
+	}
+	for _, ref := range b.OwnerReferences {
+		owner := &metav1.PartialObjectMetadata{}
+		owner.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ref.Name}, owner)
+		what := fmt.Sprintf("garbage collection after its owner %s %s", ref.Kind, ref.Name)
+		switch {
+		case apierrors.IsNotFound(err), err == nil && (owner.UID != ref.UID || owner.DeletionTimestamp != nil):
+			return what + " was deleted", nil
+		case err != nil:
+			// An owner that cannot be read cannot be shown to stay: keep
+			// the data, which a sync brings back, rather than guess.
+			return fmt.Sprintf("%s (the owner could not be read: %v)", what, err), nil
+		}
+	}
+	return "", nil
+}
+
+// requestDeletion turns the deletion of a Backup object into a
+// DeleteBackupRequest; the deletion controller removes the finalizer once
+// the backup's data is gone. While the Backup stays, the request is renewed now and then, since
+// a deletion that ended with errors leaves the finalizer in place.
+func (r *BackupReconciler) requestDeletion(ctx context.Context, b *v1.Backup) (ctrl.Result, error) {
 	if !b.Status.Phase.IsTerminal() {
 		// The cache can lag behind the end of a run that just finished here.
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
@@ -236,7 +306,8 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 		err = store.IsValid(ctx)
 	}
 	if err != nil {
-		outcome = backup.Outcome{Phase: v1.BackupPhaseFailed, FailureReason: fmt.Sprintf("storage location %q is not usable: %v", bsl.Name, err), Completion: time.Now()}
+		outcome = backup.Outcome{Phase: v1.BackupPhaseFailed, FailureReason: fmt.Sprintf("storage location %q is not usable: %v", bsl.Name, err),
+			Completion: time.Now(), StoredNothing: true}
 	} else {
 		outcome = r.Engine.Run(ctx, b, store, func(p v1.BackupProgress) {
 			// Progress is best effort: a lost update is corrected by the next.

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/itemops"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
@@ -157,12 +156,9 @@ func (r *BackupOperationsReconciler) poll(b *v1.Backup, op *itemops.BackupOperat
 
 // putBackupMetadata rewrites velero-backup.json with b's current status.
 func putBackupMetadata(ctx context.Context, store *storage.BackupStore, b *v1.Backup) error {
-	stored := b.DeepCopy()
-	stored.APIVersion, stored.Kind = v1.SchemeGroupVersion.String(), "Backup"
-	stored.ManagedFields = nil
-	data, err := json.Marshal(stored)
+	data, err := backup.MarshalMetadata(b)
 	if err != nil {
-		return errors.Join(errors.New("encoding the backup"), err)
+		return err
 	}
 	if err := store.PutBackupMetadata(ctx, b.Name, data); err != nil {
 		return fmt.Errorf("writing the metadata of backup %s: %w", b.Name, err)

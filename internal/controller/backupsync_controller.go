@@ -18,12 +18,6 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 )
 
-// SyncedAnnotation marks a Backup created by the sync from a storage
-// location. Between its creation and the write of its status (a separate
-// call, as status is a subresource) the Backup has no phase; the backup
-// controller must not mistake it for a new backup to run.
-const SyncedAnnotation = "lifeboat.io/synced-from-location"
-
 // BackupSyncReconciler brings backups that exist in a storage location but
 // not in the cluster into it, as Velero's sync does: a new cluster pointed
 // at an existing bucket, written by Lifeboat or by Velero, can restore
@@ -34,7 +28,10 @@ type BackupSyncReconciler struct {
 	Locations *locations.Resolver
 	// DefaultPeriod applies to locations without spec.backupSyncPeriod.
 	DefaultPeriod time.Duration
-	Log           *slog.Logger
+	// AddFinalizer puts v1.BackupFinalizer on the Backups it creates (the
+	// server's --backup-finalizer).
+	AddFinalizer bool
+	Log          *slog.Logger
 }
 
 // SetupWithManager registers the reconciler.
@@ -90,7 +87,7 @@ func (r *BackupSyncReconciler) sync(ctx context.Context, bsl *v1.BackupStorageLo
 		existing := have[name]
 		// A synced backup whose status never got written (the server
 		// stopped in between) is finished here.
-		if existing != nil && (existing.Status.Phase != "" || existing.Annotations[SyncedAnnotation] == "") {
+		if existing != nil && (existing.Status.Phase != "" || existing.Annotations[v1.SyncedAnnotation] == "") {
 			continue
 		}
 		data, err := store.GetBackupMetadata(ctx, name)
@@ -123,12 +120,14 @@ func (r *BackupSyncReconciler) create(ctx context.Context, bsl *v1.BackupStorage
 			Name:        name,
 			Labels:      stored.Labels,
 			Annotations: stored.Annotations,
-			// From its first moment, as the backup controller would add it:
-			// deleting a synced Backup must delete its data, or the next
-			// sync brings it back.
-			Finalizers: []string{v1.BackupFinalizer},
 		},
 		Spec: stored.Spec,
+	}
+	if r.AddFinalizer {
+		// From its first moment, as the backup controller would add it:
+		// deleting a synced Backup must delete its data, or the next sync
+		// brings it back.
+		b.Finalizers = []string{v1.BackupFinalizer}
 	}
 	// The backup belongs to the location it was found in, whatever it was
 	// called in the cluster that wrote it.
@@ -137,10 +136,18 @@ func (r *BackupSyncReconciler) create(ctx context.Context, bsl *v1.BackupStorage
 		b.Labels = map[string]string{}
 	}
 	b.Labels[v1.StorageLocationLabel] = v1.LabelValue(bsl.Name)
+	delete(b.Labels, v1.GCFailureLabel)
 	if b.Annotations == nil {
 		b.Annotations = map[string]string{}
 	}
-	b.Annotations[SyncedAnnotation] = bsl.Name
+	b.Annotations[v1.SyncedAnnotation] = bsl.Name
+	// The Backup gets a UID of its own; the one the data was written by
+	// is what its deletion checks the store against. Whatever the file
+	// says on this annotation is not to be trusted over its own UID.
+	delete(b.Annotations, v1.StoredUIDAnnotation)
+	if stored.UID != "" {
+		b.Annotations[v1.StoredUIDAnnotation] = string(stored.UID)
+	}
 	if existing != nil {
 		b = existing
 	} else if err := r.Client.Create(ctx, b); err != nil {

@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -100,13 +101,14 @@ type DeleteBackupRequestReconciler struct {
 }
 
 // SetupWithManager registers the reconciler. A change to a request also
-// wakes the requests for the same backup that follow it, and a restore
-// that ends wakes the requests waiting for it.
+// wakes the requests for the same backup that follow it, and a backup or a
+// restore of it that ends wakes the requests waiting for it.
 func (r *DeleteBackupRequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.DeleteBackupRequest{}).
 		Watches(&v1.DeleteBackupRequest{}, handler.EnqueueRequestsFromMapFunc(r.followers)).
 		Watches(&v1.Restore{}, handler.EnqueueRequestsFromMapFunc(r.waitingOnRestore)).
+		Watches(&v1.Backup{}, handler.EnqueueRequestsFromMapFunc(r.waitingOnBackup)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: deletionConcurrency}).
 		Named("deletebackuprequest").
 		Complete(r)
@@ -297,11 +299,6 @@ func (r *DeleteBackupRequestReconciler) validate(ctx context.Context, dbr *v1.De
 	if err != nil {
 		return nil, nil, deletionWait{}, fmt.Errorf("reading backup %q: %w", name, err)
 	}
-	switch b.Status.Phase {
-	case v1.BackupPhaseInProgress, v1.BackupPhaseWaitingForPluginOperations, v1.BackupPhaseWaitingForPluginOperationsPartiallyFailed,
-		v1.BackupPhaseFinalizing, v1.BackupPhaseFinalizingPartiallyFailed:
-		return nil, []string{fmt.Sprintf("spec.backupName: backup %q is %s; it can be deleted once it has ended (lifeboat backup describe %s)", name, b.Status.Phase, name)}, deletionWait{}, nil
-	}
 	if b.Spec.StorageLocation != "" {
 		var bsl v1.BackupStorageLocation
 		err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: b.Spec.StorageLocation}, &bsl)
@@ -319,14 +316,38 @@ func (r *DeleteBackupRequestReconciler) validate(ctx context.Context, dbr *v1.De
 				bsl.Name, cmp.Or(string(bsl.Status.Phase), "not validated yet"), withDetail(bsl.Status.Message))}, nil
 		}
 	}
-	busy, err := r.restoresRunning(ctx, dbr.Namespace, name)
+	wait, err := r.busyWith(ctx, &b)
+	return &b, nil, wait, err
+}
+
+// busyWith says what the deletion of b must wait for: b itself, until its
+// run has ended (a backup not started yet included: it is about to write
+// what the deletion would miss), or a restore reading its tarball. Every
+// attempt asks again, since both can start between attempts.
+func (r *DeleteBackupRequestReconciler) busyWith(ctx context.Context, b *v1.Backup) (deletionWait, error) {
+	if backupRunning(b.Status.Phase) {
+		return deletionWait{"BackupInProgress", fmt.Sprintf("backup %s is %s; the deletion starts once it has ended",
+			b.Name, cmp.Or(string(b.Status.Phase), "not started yet"))}, nil
+	}
+	busy, err := r.restoresRunning(ctx, b.Namespace, b.Name)
 	if err != nil {
-		return nil, nil, deletionWait{}, err
+		return deletionWait{}, err
 	}
 	if len(busy) > 0 {
-		return &b, nil, deletionWait{"RestoreInProgress", fmt.Sprintf("restore %s of the backup is running; the deletion starts once it has ended", strings.Join(busy, ", "))}, nil
+		return deletionWait{"RestoreInProgress", fmt.Sprintf("restore %s of the backup is running; the deletion starts once it has ended", strings.Join(busy, ", "))}, nil
 	}
-	return &b, nil, deletionWait{}, nil
+	return deletionWait{}, nil
+}
+
+// backupRunning: phases in which the backup is still being written (or is
+// about to be).
+func backupRunning(p v1.BackupPhase) bool {
+	switch p {
+	case "", v1.BackupPhaseNew, v1.BackupPhaseInProgress, v1.BackupPhaseWaitingForPluginOperations,
+		v1.BackupPhaseWaitingForPluginOperationsPartiallyFailed, v1.BackupPhaseFinalizing, v1.BackupPhaseFinalizingPartiallyFailed:
+		return true
+	}
+	return false
 }
 
 func withDetail(msg string) string {
@@ -359,7 +380,7 @@ func (r *DeleteBackupRequestReconciler) restoresRunning(ctx context.Context, nam
 	return out, nil
 }
 
-// waitingOnRestore names the unfinished requests for the backup of a
+// waitingOnRestore wakes the unfinished requests for the backup of a
 // restore that has ended, so a deletion that waited for it starts at once
 // rather than at its next look (retryBase later).
 func (r *DeleteBackupRequestReconciler) waitingOnRestore(ctx context.Context, obj client.Object) []reconcile.Request {
@@ -371,14 +392,30 @@ func (r *DeleteBackupRequestReconciler) waitingOnRestore(ctx context.Context, ob
 	case "", v1.RestorePhaseNew, v1.RestorePhaseInProgress:
 		return nil
 	}
+	return r.unfinishedRequests(ctx, rs.Namespace, rs.Spec.BackupName)
+}
+
+// waitingOnBackup does the same for a backup whose run has ended.
+func (r *DeleteBackupRequestReconciler) waitingOnBackup(ctx context.Context, obj client.Object) []reconcile.Request {
+	b, ok := obj.(*v1.Backup)
+	if !ok || backupRunning(b.Status.Phase) {
+		return nil
+	}
+	return r.unfinishedRequests(ctx, b.Namespace, b.Name)
+}
+
+// unfinishedRequests names the requests for backup that have not ended,
+// from the cache. They are matched by spec.backupName, not by label: a
+// request made by hand is labelled only once it starts.
+func (r *DeleteBackupRequestReconciler) unfinishedRequests(ctx context.Context, namespace, backup string) []reconcile.Request {
 	var list v1.DeleteBackupRequestList
-	if err := r.Client.List(ctx, &list, client.InNamespace(rs.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(rs.Spec.BackupName)}); err != nil {
-		r.Log.Warn("listing the deletion requests of a restore's backup", "restore", rs.Name, "error", err)
+	if err := r.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		r.Log.Warn("listing the deletion requests of a backup", "backup", backup, "error", err)
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if o := &list.Items[i]; o.Spec.BackupName == rs.Spec.BackupName && !requestFinished(o.Status.Phase) {
+		if o := &list.Items[i]; o.Spec.BackupName == backup && !requestFinished(o.Status.Phase) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 		}
 	}
@@ -428,6 +465,13 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 		return ctrl.Result{}, r.backupGone(ctx, dbr)
 	}
 
+	wait, err := r.busyWith(ctx, &b)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if wait.reason != "" {
+		return r.wait(ctx, dbr, wait)
+	}
 	bsl, store, wait, failure := r.openLocation(ctx, &b)
 	if wait.reason != "" {
 		return r.wait(ctx, dbr, wait)
@@ -582,10 +626,16 @@ func (r *DeleteBackupRequestReconciler) backupGone(ctx context.Context, dbr *v1.
 func (r *DeleteBackupRequestReconciler) failed(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result, attempt int32) (ctrl.Result, error) {
 	schedule := b.Labels[v1.ScheduleNameLabel]
 	metrics.BackupDeletionFailures.WithLabelValues(schedule).Inc()
-	last := int(attempt) >= r.maxAttempts()
+	var idErr *deletion.IdentityError
+	refused := errors.As(res.Err, &idErr)
+	last := int(attempt) >= r.maxAttempts() || refused
 	msgs := res.Messages()
 	reason := "AttemptFailed"
-	if last {
+	switch {
+	case refused:
+		// Another backup's data: no attempt will ever delete it.
+		reason = "NotThisBackupsData"
+	case last:
 		reason = "AttemptsExhausted"
 	}
 	summary := fmt.Sprintf("attempt %d of %d failed: %s", attempt, r.maxAttempts(), strings.Join(msgs, "; "))

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -128,15 +129,41 @@ func TestDeletionWaitsForAnUnavailableLocationWithoutUsingAttempts(t *testing.T)
 	}
 }
 
-func TestDeletionRefusesBusyBackupsAndReadOnlyLocations(t *testing.T) {
+// A backup still being written, or not started yet, is waited for: its
+// deletion starts once the backup has ended, so nothing the run is about
+// to write is missed.
+func TestDeletionWaitsForARunningBackup(t *testing.T) {
+	for _, phase := range []v1.BackupPhase{"", v1.BackupPhaseNew, v1.BackupPhaseInProgress,
+		v1.BackupPhaseWaitingForPluginOperations, v1.BackupPhaseFinalizingPartiallyFailed} {
+		t.Run(cmp.Or(string(phase), "no phase"), func(t *testing.T) {
+			b := testBackup("default")
+			b.Status.Phase = phase
+			bsl := &v1.BackupStorageLocation{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: "default"},
+				Status:     v1.BackupStorageLocationStatus{Phase: v1.BackupStorageLocationPhaseAvailable},
+			}
+			r, c := newTestDeletionReconciler(t, b, bsl, testRequest("del-1", time.Now()))
+			_, got := reconcileRequest(t, r, c, "del-1")
+			cond := meta.FindStatusCondition(got.Status.Conditions, ConditionWaiting)
+			if got.Status.Phase != v1.DeleteBackupRequestPhaseNew || got.Status.Attempts != 0 || cond == nil ||
+				cond.Status != metav1.ConditionTrue || cond.Reason != "BackupInProgress" {
+				t.Errorf("phase %s attempts %d waiting %+v; want New, waiting for the backup", got.Status.Phase, got.Status.Attempts, cond)
+			}
+			var cur v1.Backup
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(b), &cur); err != nil || cur.Status.Phase != phase {
+				t.Errorf("backup phase %q (%v), want it untouched", cur.Status.Phase, err)
+			}
+		})
+	}
+}
+
+func TestDeletionRefusesReadOnlyLocations(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		phase  v1.BackupPhase
 		access v1.BackupStorageLocationAccessMode
 		want   string
 	}{
-		{"running backup", v1.BackupPhaseInProgress, "", `backup "nightly" is InProgress`},
-		{"finalizing backup", v1.BackupPhaseFinalizingPartiallyFailed, "", `is FinalizingPartiallyFailed`},
 		{"read-only location", v1.BackupPhaseCompleted, v1.BackupStorageLocationAccessModeReadOnly, "ReadOnly"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
@@ -52,6 +53,9 @@ func TestGCAndFinalizerAgainstAPIServer(t *testing.T) {
 	if err := v1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	cl, err := client.New(c.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +63,8 @@ func TestGCAndFinalizerAgainstAPIServer(t *testing.T) {
 	h := &apiHarness{cfg: c.Config, scheme: scheme, c: cl}
 	t.Run("GC", h.testGC)
 	t.Run("Finalizer", h.testFinalizer)
+	t.Run("FinalizerOff", h.testFinalizerOff)
+	t.Run("FinalizerBulkDeletions", h.testFinalizerBulkDeletions)
 }
 
 type apiHarness struct {
@@ -345,7 +351,7 @@ func (h *apiHarness) testFinalizer(t *testing.T) {
 		// so they end in FailedValidation before any engine would run.
 		return (&BackupReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: locs,
-			DefaultTTL: time.Hour, Log: testLog(),
+			DefaultTTL: time.Hour, AddFinalizer: true, Log: testLog(),
 		}).SetupWithManager(mgr)
 	})
 	newBackup := func(t *testing.T) *v1.Backup {
@@ -439,7 +445,7 @@ func (h *apiHarness) testFinalizer(t *testing.T) {
 
 	t.Run("synced backup gets the finalizer and is not run", func(t *testing.T) {
 		b := &v1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: h.name("synced"),
-			Annotations: map[string]string{SyncedAnnotation: "elsewhere"}}, Spec: v1.BackupSpec{StorageLocation: "nowhere"}}
+			Annotations: map[string]string{v1.SyncedAnnotation: "elsewhere"}}, Spec: v1.BackupSpec{StorageLocation: "nowhere"}}
 		if err := h.c.Create(testCtx(t), b); err != nil {
 			t.Fatal(err)
 		}
@@ -451,5 +457,150 @@ func (h *apiHarness) testFinalizer(t *testing.T) {
 			t.Errorf("synced backup went to phase %q; its status is the sync's to write", p)
 		}
 		removeFinalizer(t, h.backup(t, b))
+	})
+}
+
+// startFinalizingBackups runs a backup controller with the finalizer on
+// (or off) for ns and returns a function making Backups that have reached
+// FailedValidation, with the finalizer when it is on.
+func (h *apiHarness) startFinalizingBackups(t *testing.T, ns string, on bool) func(t *testing.T, change func(*v1.Backup)) *v1.Backup {
+	h.startManager(t, ns, func(mgr ctrl.Manager, locs *locations.Resolver) error {
+		return (&BackupReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: locs,
+			DefaultTTL: time.Hour, AddFinalizer: on, Log: testLog(),
+		}).SetupWithManager(mgr)
+	})
+	return func(t *testing.T, change func(*v1.Backup)) *v1.Backup {
+		t.Helper()
+		b := &v1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: h.name("bk")}, Spec: v1.BackupSpec{StorageLocation: "nowhere"}}
+		if change != nil {
+			change(b)
+		}
+		if err := h.c.Create(testCtx(t), b); err != nil {
+			t.Fatal(err)
+		}
+		h.poll(t, 10*time.Second, "FailedValidation", func() bool {
+			got := h.backup(t, b)
+			return controllerutil.ContainsFinalizer(got, v1.BackupFinalizer) == on && got.Status.Phase == v1.BackupPhaseFailedValidation
+		})
+		return h.backup(t, b)
+	}
+}
+
+// goneWithoutRequest waits until b is gone and checks nobody asked for the
+// deletion of its data.
+func (h *apiHarness) goneWithoutRequest(t *testing.T, b *v1.Backup) {
+	t.Helper()
+	h.poll(t, 10*time.Second, "backup "+b.Name+" to go", func() bool {
+		return apierrors.IsNotFound(h.c.Get(testCtx(t), client.ObjectKeyFromObject(b), &v1.Backup{}))
+	})
+	h.noRequestFor(t, b, time.Second)
+}
+
+// Off (the default), deleting a Backup object means what it means in
+// Velero: the object goes, the data stays. A finalizer an earlier server
+// added is taken off.
+func (h *apiHarness) testFinalizerOff(t *testing.T) {
+	ns := h.namespace(t, "finoff")
+	newBackup := h.startFinalizingBackups(t, ns, false)
+
+	t.Run("no finalizer is added, and deleting the object requests nothing", func(t *testing.T) {
+		b := newBackup(t, nil)
+		if err := h.c.Delete(testCtx(t), b); err != nil {
+			t.Fatal(err)
+		}
+		h.goneWithoutRequest(t, b)
+	})
+	t.Run("a finalizer added earlier is taken off", func(t *testing.T) {
+		b := newBackup(t, func(b *v1.Backup) { b.Finalizers = []string{v1.BackupFinalizer} })
+		if controllerutil.ContainsFinalizer(b, v1.BackupFinalizer) {
+			t.Fatalf("finalizers %v", b.Finalizers)
+		}
+	})
+	t.Run("a Backup deleted while it still had the finalizer loses it, and only the object goes", func(t *testing.T) {
+		b := newBackup(t, nil)
+		// As an earlier server with the finalizer on would have left it,
+		// then deleted before this one took it off.
+		orig := b.DeepCopy()
+		controllerutil.AddFinalizer(b, v1.BackupFinalizer)
+		if err := h.c.Patch(testCtx(t), b, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.c.Delete(testCtx(t), b); err != nil {
+			t.Fatal(err)
+		}
+		h.goneWithoutRequest(t, b)
+	})
+}
+
+// On, a Backup deleted because something else is being deleted loses the
+// finalizer and nothing else: deleting a namespace, the CRD or an owner
+// must not delete backup data.
+func (h *apiHarness) testFinalizerBulkDeletions(t *testing.T) {
+	t.Run("namespace deletion", func(t *testing.T) {
+		ns := h.namespace(t, "finns")
+		newBackup := h.startFinalizingBackups(t, ns, true)
+		b := newBackup(t, nil)
+		if err := h.c.Delete(testCtx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		// What the namespace controller does (none runs here).
+		if err := h.c.Delete(testCtx(t), b); err != nil {
+			t.Fatal(err)
+		}
+		h.goneWithoutRequest(t, b)
+	})
+
+	ns := h.namespace(t, "finbulk")
+	newBackup := h.startFinalizingBackups(t, ns, true)
+	owned := func(t *testing.T) (*v1.Backup, *v1.Schedule) {
+		t.Helper()
+		sched := &v1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: h.name("sched")}, Spec: v1.ScheduleSpec{Schedule: "@daily"}}
+		if err := h.c.Create(testCtx(t), sched); err != nil {
+			t.Fatal(err)
+		}
+		b := newBackup(t, func(b *v1.Backup) {
+			b.OwnerReferences = []metav1.OwnerReference{{APIVersion: "velero.io/v1", Kind: "Schedule", Name: sched.Name, UID: sched.UID}}
+		})
+		return b, sched
+	}
+	t.Run("an owner that stays: the Backup itself was deleted, and its data goes", func(t *testing.T) {
+		b, _ := owned(t)
+		if err := h.c.Delete(testCtx(t), b); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRequest(t, b, 10*time.Second)
+		got := h.backup(t, b)
+		orig := got.DeepCopy()
+		controllerutil.RemoveFinalizer(got, v1.BackupFinalizer)
+		if err := h.c.Patch(testCtx(t), got, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("garbage collection after the owner was deleted", func(t *testing.T) {
+		b, sched := owned(t)
+		if err := h.c.Delete(testCtx(t), sched); err != nil {
+			t.Fatal(err)
+		}
+		// What the garbage collector does (none runs here).
+		if err := h.c.Delete(testCtx(t), b); err != nil {
+			t.Fatal(err)
+		}
+		h.goneWithoutRequest(t, b)
+	})
+	// Last: the CRD does not come back for the tests that would follow.
+	t.Run("removal of the Backup CRD", func(t *testing.T) {
+		b := newBackup(t, nil)
+		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "backups.velero.io"}}
+		if err := h.c.Delete(testCtx(t), crd); err != nil {
+			t.Fatal(err)
+		}
+		// The API server deletes every Backup itself before the CRD goes.
+		h.poll(t, 30*time.Second, "the Backup CRD to go", func() bool {
+			return apierrors.IsNotFound(h.c.Get(testCtx(t), client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}))
+		})
+		if n := len(h.requests(t, b)); n != 0 {
+			t.Errorf("%d deletion requests for backup %s, want none", n, b.Name)
+		}
 	})
 }

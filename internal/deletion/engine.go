@@ -199,7 +199,10 @@ type run struct {
 	snaps   *progress
 	errs    []v1.DeletionError
 	nerrs   int
-	left    []string
+	// leaveLocation: the backup stored nothing, so the steps that work on
+	// its stored data are passed over.
+	leaveLocation bool
+	left          []string
 	// pending counts calls finished since the last checkpoint handed over.
 	pending int
 	dirty   bool
@@ -225,24 +228,29 @@ func (e *Engine) Run(ctx context.Context, in Input) Result {
 	start := time.Now()
 	r.log.Info("backup deletion attempt started", "completedSteps", r.state.Checkpoint.CompletedSteps)
 
-	var err error
+	err := r.checkLocationSteps(ctx)
 	for _, step := range Steps {
+		if err != nil {
+			break
+		}
 		if slices.Contains(r.state.Checkpoint.CompletedSteps, step) {
 			continue
 		}
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		switch step {
-		case v1.DeletionStepItemActions:
+		switch {
+		case r.leaveLocation && touchesLocation(step):
+			// Nothing of this backup is in the location.
+		case step == v1.DeletionStepItemActions:
 			err = r.itemActions(ctx)
-		case v1.DeletionStepVolumeSnapshots:
+		case step == v1.DeletionStepVolumeSnapshots:
 			err = r.snapshots(ctx)
-		case v1.DeletionStepRestores:
+		case step == v1.DeletionStepRestores:
 			err = r.restores(ctx)
-		case v1.DeletionStepBackupData:
+		case step == v1.DeletionStepBackupData:
 			err = r.backupData(ctx)
-		case v1.DeletionStepBackup:
+		case step == v1.DeletionStepBackup:
 			err = r.backupObject(ctx)
 		}
 		if err != nil {
@@ -271,6 +279,45 @@ func (e *Engine) Run(ctx context.Context, in Input) Result {
 			"restoresDeleted", res.State.RestoresDeleted, "duration", time.Since(start).Round(time.Millisecond))
 	}
 	return res
+}
+
+// touchesLocation says whether a step works on what the backup stored: its
+// items, its snapshot records, its keys.
+func touchesLocation(step v1.DeletionStep) bool {
+	switch step {
+	case v1.DeletionStepItemActions, v1.DeletionStepVolumeSnapshots, v1.DeletionStepBackupData:
+		return true
+	}
+	return false
+}
+
+// checkLocationSteps decides, before any step runs, whether the steps that
+// work on what the backup stored may run: not at all for a Backup that
+// stored nothing (what is under its name is another backup's), and only
+// once the stored backup is shown to be this Backup's.
+func (r *run) checkLocationSteps(ctx context.Context) error {
+	if r.in.Store == nil || !slices.ContainsFunc(Steps, func(s v1.DeletionStep) bool {
+		return touchesLocation(s) && !slices.Contains(r.state.Checkpoint.CompletedSteps, s)
+	}) {
+		return nil
+	}
+	b := r.in.Backup
+	if b.StoredNothing() {
+		r.leaveLocation = true
+		r.warn(storedNothingWarning(b))
+		return nil
+	}
+	if err := checkIdentity(ctx, r.in.Store, b); err != nil {
+		r.log.Error("backup deletion refused: the stored backup is not this Backup's", "error", err)
+		_ = r.fail(v1.DeletionError{Message: err.Error()})
+		return err
+	}
+	return nil
+}
+
+func storedNothingWarning(b *v1.Backup) string {
+	return fmt.Sprintf("backup %s stored nothing in storage location %q (%s): its DeleteItemActions, snapshots and keys were left alone, since whatever is stored under its name is another backup's",
+		b.Name, b.Spec.StorageLocation, cmp.Or(string(b.Status.Phase), "never run"))
 }
 
 // fail records a failure (bounded) and returns it as an error.

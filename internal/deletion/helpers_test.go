@@ -134,9 +134,7 @@ func (w *world) putBackupFiles(snaps []volumes.Snapshot) {
 			w.t.Fatal(err)
 		}
 	}
-	if err := w.store.PutBackupMetadata(ctx, name, []byte(`{"kind":"Backup"}`)); err != nil {
-		w.t.Fatal(err)
-	}
+	w.putMarker(string(w.backup.UID))
 }
 
 func (w *world) putRestore(name string) {

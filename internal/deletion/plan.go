@@ -64,6 +64,16 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 	if store == nil {
 		p.Warnings = append(p.Warnings, "the backup records no storage location: there is no tarball, no snapshot record and no key to delete")
 	}
+	// stored is where the backup's own data is: nil when it has none.
+	stored := store
+	if store != nil && b.StoredNothing() {
+		p.Warnings = append(p.Warnings, storedNothingWarning(b))
+		stored = nil
+	} else if store != nil {
+		if err := checkIdentity(ctx, store, b); err != nil {
+			return nil, err
+		}
+	}
 	actions, err := e.loadActions(ctx)
 	if err != nil {
 		return nil, err
@@ -71,8 +81,8 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 	for _, a := range actions {
 		p.Actions = append(p.Actions, ActionPlan{Name: a.name, AppliesTo: a.selector, Items: []Item{}})
 	}
-	if store != nil && len(actions) > 0 {
-		err := scan(ctx, store, b.Name, e.limits(), func(it *tarItem) error {
+	if stored != nil && len(actions) > 0 {
+		err := scan(ctx, stored, b.Name, e.limits(), func(it *tarItem) error {
 			for i, a := range actions {
 				if a.matches(it) {
 					p.Actions[i].Items = append(p.Actions[i].Items, it.item())
@@ -86,8 +96,8 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 			return nil, err
 		}
 	}
-	if store != nil {
-		snaps, err := volumes.GetSnapshots(ctx, store, b.Name)
+	if stored != nil {
+		snaps, err := volumes.GetSnapshots(ctx, stored, b.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -127,8 +137,8 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 			p.Restores = append(p.Restores, rp)
 		}
 	}
-	if store != nil {
-		keys, err := backupKeys(ctx, store, b.Name)
+	if stored != nil {
+		keys, err := backupKeys(ctx, stored, b.Name)
 		if err != nil {
 			return nil, err
 		}

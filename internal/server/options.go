@@ -54,6 +54,11 @@ type Options struct {
 	// CredentialsDir holds credential files handed to ObjectStore plugins;
 	// empty means a directory under the system temp dir.
 	CredentialsDir string
+	// BackupFinalizer puts the lifeboat.io/backup-data finalizer on every
+	// Backup, so that deleting a Backup object deletes its data too (the
+	// same deletion as `lifeboat backup delete`). Off by default: in
+	// Velero, deleting the object only removes the object.
+	BackupFinalizer bool
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// LogFormat is text or json.

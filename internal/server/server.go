@@ -106,7 +106,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controller.BackupReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: engine, Locations: resolver,
-			DefaultTTL: opts.DefaultBackupTTL, Log: log.With("controller", "backup"),
+			DefaultTTL: opts.DefaultBackupTTL, AddFinalizer: opts.BackupFinalizer, Log: log.With("controller", "backup"),
 		},
 		&controller.RestoreReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: restoreEngine, Locations: resolver,
@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		},
 		&controller.BackupSyncReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver,
-			DefaultPeriod: opts.BackupSyncPeriod, Log: log.With("controller", "backupsync"),
+			DefaultPeriod: opts.BackupSyncPeriod, AddFinalizer: opts.BackupFinalizer, Log: log.With("controller", "backupsync"),
 		},
 		&controller.StorageLocationReconciler{
 			Client: mgr.GetClient(), Locations: resolver,

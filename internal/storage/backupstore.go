@@ -335,12 +335,22 @@ func (s *BackupStore) GetBackupMetadata(ctx context.Context, name string) ([]byt
 		return nil, err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	b, err := io.ReadAll(io.LimitReader(rc, MaxBackupMetadataSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s in %s: %w", s.BackupKey(name, BackupMetadataFile), s.location(), err)
 	}
+	if len(b) > MaxBackupMetadataSize {
+		return nil, fmt.Errorf("read %s in %s: %w", s.BackupKey(name, BackupMetadataFile), s.location(), ErrMetadataTooLarge)
+	}
 	return b, nil
 }
+
+// MaxBackupMetadataSize bounds what is read of a velero-backup.json: the
+// bucket is not trusted, and a real one is a few KiB.
+const MaxBackupMetadataSize = 4 << 20
+
+// ErrMetadataTooLarge is a velero-backup.json over MaxBackupMetadataSize.
+var ErrMetadataTooLarge = fmt.Errorf("larger than %d bytes, which no backup writes", MaxBackupMetadataSize)
 
 // GetBackupContents streams the backup tarball.
 func (s *BackupStore) GetBackupContents(ctx context.Context, name string) (io.ReadCloser, error) {

@@ -715,3 +715,41 @@ func TestDeleteBackupRequestValidation(t *testing.T) {
 		t.Error("backup deleted from a ReadOnly location")
 	}
 }
+
+// A deletion asked for before its backup has even started waits for the
+// backup to end, then deletes all of it: nothing the run writes after the
+// request arrived is left behind in the store.
+func TestDeletionOfABackupNotStartedYetWaitsForIt(t *testing.T) {
+	w := newDelWorld(t, nil)
+	w.configMaps("settings", "features")
+	w.stopServer()
+	b := &v1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: env.Name("bk")},
+		Spec:       v1.BackupSpec{StorageLocation: w.bsl.Name, IncludedNamespaces: []string{w.app}},
+	}
+	env.Create(t, b)
+	dbr := w.request(b.Name)
+	w.startServer()
+
+	dbr = w.waitEnded(dbr)
+	if dbr.Status.Phase != v1.DeleteBackupRequestPhaseProcessed || len(dbr.Status.Errors) != 0 {
+		t.Fatalf("request ended %s with errors %v", dbr.Status.Phase, dbr.Status.Errors)
+	}
+	if !w.backupGone(b) {
+		t.Error("the Backup object is still there")
+	}
+	if rep := dbr.Status.Report; rep == nil || rep.KeysRemoved == 0 {
+		t.Errorf("report %+v: want the keys the backup wrote removed (the deletion ran before the backup did)", rep)
+	}
+	if a, ok := actionReport(dbr.Status.Report, cleanupAction); !ok || a.Items != 2 {
+		t.Errorf("%s report %+v, want its 2 ConfigMaps", cleanupAction, a)
+	}
+	// Whatever the backup's run could still write would show up by now.
+	time.Sleep(2 * time.Second)
+	if keys := w.keys("backups/" + b.Name); len(keys) != 0 {
+		t.Errorf("keys left in the store: %v", keys)
+	}
+	if got := w.receipts(); len(got) != 0 {
+		t.Errorf("receipts left: %v", got)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/server"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
 )
 
@@ -79,9 +80,6 @@ func TestExpiredBackupIsGarbageCollectedWithinSeconds(t *testing.T) {
 	if b.Status.Phase != v1.BackupPhaseCompleted || b.Status.Expiration == nil {
 		t.Fatalf("backup: phase %q expiration %v, want Completed with an expiration", b.Status.Phase, b.Status.Expiration)
 	}
-	if !slices.Contains(b.Finalizers, v1.BackupFinalizer) {
-		t.Errorf("backup finalizers %v, want %s", b.Finalizers, v1.BackupFinalizer)
-	}
 	// The backup may have taken longer than its TTL on a busy machine; then
 	// it is due the moment it completes.
 	due := b.Status.Expiration.Time
@@ -102,13 +100,51 @@ func TestExpiredBackupIsGarbageCollectedWithinSeconds(t *testing.T) {
 	}
 }
 
-func TestDeletingABackupObjectRequestsTheDeletionOfItsData(t *testing.T) {
-	ns := env.NewNamespace(t, "gc-fin")
+// By default deleting a Backup object means what it means in Velero: the
+// object goes, its data stays in the store, and nothing Lifeboat keeps on
+// the object is written into velero-backup.json.
+func TestDeletingABackupObjectKeepsItsDataByDefault(t *testing.T) {
+	ns := env.NewNamespace(t, "gc-nofin")
 	env.Create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: map[string]string{"k": "v"}})
-	bsl, _ := env.FilesystemLocation(t, env.Name("fin"))
+	bsl, dir := env.FilesystemLocation(t, env.Name("nofin"))
 	b := newBackup(t, bsl.Name, v1.BackupSpec{IncludedNamespaces: []string{ns}})
+	if len(b.Finalizers) != 0 {
+		t.Fatalf("backup finalizers %v, want none (--backup-finalizer is off)", b.Finalizers)
+	}
+	marker := filepath.Join(dir, "lifeboat", "backups", b.Name, "velero-backup.json")
+	data, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored v1.Backup
+	if err := json.Unmarshal(data, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.Finalizers) != 0 || stored.UID != b.UID {
+		t.Errorf("velero-backup.json: finalizers %v uid %s, want none and the Backup's uid %s", stored.Finalizers, stored.UID, b.UID)
+	}
+	if err := env.Client.Delete(testenv.Ctx(t), b); err != nil {
+		t.Fatal(err)
+	}
+	releaseBackup(t, b)
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the backup's data went with the object: %v", err)
+	}
+	if got := requestsFor(t, b); len(got) != 0 {
+		t.Errorf("deletion requests %v, want none", got)
+	}
+}
+
+// With --backup-finalizer, deleting the object deletes the data too.
+func TestDeletingABackupObjectWithTheFinalizerDeletesItsData(t *testing.T) {
+	w := newDelWorld(t, func(o *server.Options) { o.BackupFinalizer = true })
+	w.configMaps("settings")
+	b := w.backup()
 	if !slices.Contains(b.Finalizers, v1.BackupFinalizer) {
 		t.Fatalf("backup finalizers %v, want %s", b.Finalizers, v1.BackupFinalizer)
+	}
+	if data, err := os.ReadFile(filepath.Join(w.bucket, "lifeboat", "backups", b.Name, "velero-backup.json")); err != nil || strings.Contains(string(data), v1.BackupFinalizer) {
+		t.Fatalf("velero-backup.json (%v) names the finalizer: Velero would never finish deleting a Backup synced from it", err)
 	}
 	if err := env.Client.Delete(testenv.Ctx(t), b); err != nil {
 		t.Fatal(err)
@@ -120,15 +156,29 @@ func TestDeletingABackupObjectRequestsTheDeletionOfItsData(t *testing.T) {
 	if cur.DeletionTimestamp == nil {
 		t.Error("the deleted Backup has no deletionTimestamp")
 	}
-	dbr, _ := deleteRequestFor(t, b, 10*time.Second)
-	if dbr.Spec.BackupName != b.Name {
-		t.Errorf("request for backup %q, want %q", dbr.Spec.BackupName, b.Name)
-	}
-	releaseBackup(t, b)
+	w.poll("the backup and its data to go", time.Minute, func(context.Context) (bool, error) {
+		return w.backupGone(b) && len(w.keys("backups/"+b.Name)) == 0, nil
+	})
 }
 
-// A backup synced from a bucket carries the finalizer, and one that
-// expired while it was only in the bucket is collected on arrival.
+// requestsFor lists the DeleteBackupRequests for b in the package server's namespace.
+func requestsFor(t *testing.T, b *v1.Backup) []string {
+	t.Helper()
+	var list v1.DeleteBackupRequestList
+	if err := env.Client.List(testenv.Ctx(t), &list, client.InNamespace(b.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range list.Items {
+		if d.Spec.BackupName == b.Name {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// A backup that expired while it was only in the bucket is collected on
+// arrival.
 func TestSyncedExpiredBackupIsCollected(t *testing.T) {
 	location := env.Name("gc-sync")
 	name := env.Name("old")
@@ -140,7 +190,7 @@ func TestSyncedExpiredBackupIsCollected(t *testing.T) {
 	expired := metav1.NewTime(started.Add(24 * time.Hour))
 	meta, _ := json.Marshal(&v1.Backup{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "velero.io/v1", Kind: "Backup"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: name, UID: "uid-in-another-cluster"},
 		Spec:       v1.BackupSpec{TTL: metav1.Duration{Duration: 24 * time.Hour}},
 		Status: v1.BackupStatus{Phase: v1.BackupPhaseCompleted, Version: 1, FormatVersion: "1.1.0",
 			StartTimestamp: &started, CompletionTimestamp: &started, Expiration: &expired},
@@ -157,9 +207,6 @@ func TestSyncedExpiredBackupIsCollected(t *testing.T) {
 		},
 	})
 	b := env.WaitBackup(t, name, 30*time.Second)
-	if !slices.Contains(b.Finalizers, v1.BackupFinalizer) {
-		t.Errorf("synced backup finalizers %v, want %s", b.Finalizers, v1.BackupFinalizer)
-	}
 	deleteRequestFor(t, b, 10*time.Second)
 }
 
