@@ -160,9 +160,12 @@ func (r *run) waitAdditionalReady(ctx context.Context, a itemAction, out *api.Re
 }
 
 // restoreAdditional restores an item an action named, from the backup, if
-// it is there and was not restored yet.
+// it is there and was not restored yet. The spool holds only what the
+// restore's filters admitted, found by archive path, and restoreItem checks
+// the item against that path: an action cannot bring in anything else.
 func (r *run) restoreAdditional(ctx context.Context, id api.ResourceIdentifier) {
-	it, ok, err := r.spool.lookup(id.GroupResource.String(), id.Namespace, id.Name)
+	key := id.GroupResource.String()
+	it, ok, err := r.spool.lookup(key, id.Namespace, id.Name)
 	if err != nil {
 		r.results.Error(id.Namespace, fmt.Sprintf("additional item %s: %v", id, err))
 		return
@@ -171,7 +174,9 @@ func (r *run) restoreAdditional(ctx context.Context, id api.ResourceIdentifier) 
 		r.log.Info("additional item is not in the backup", "item", id.String())
 		return
 	}
-	r.restoreItem(ctx, id.GroupResource, it)
+	// The type as the spool names it, so that the item is checked against
+	// the directory it was found under.
+	r.restoreItem(ctx, schema.ParseGroupResource(key), it)
 }
 
 // claim marks an item as handled and reports whether it was not before, so

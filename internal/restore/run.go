@@ -281,24 +281,31 @@ func (r *run) restoreType(ctx context.Context, sp *spool, grs string) error {
 }
 
 // restoreItem creates one item; problems are recorded, not returned. It
-// reports the item's name and whether it exists in the cluster now.
+// reports the item's name and whether it exists in the cluster now. Every
+// item passes here, additional items of restore item actions included, so
+// this is where an item's JSON and scope are checked against its path.
 func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spooledItem) (string, bool) {
 	if !r.claim(gr, it.Namespace, it.Name) {
 		return it.Name, true
 	}
+	ns, name := r.tf.target(gr, it.Namespace, it.Name)
 	obj := &unstructured.Unstructured{}
 	if err := json.Unmarshal(it.JSON, &obj.Object); err != nil {
-		r.itemError(it.Namespace, gr, it.Name, fmt.Errorf("decoding the stored item: %w", err))
+		r.itemError(ns, gr, it.Name, fmt.Errorf("archive entry %q: decoding the stored item: %w", it.Path, err))
 		return "", false
 	}
-	gv, err := schema.ParseGroupVersion(obj.GetAPIVersion())
-	if err != nil || gv.Group != gr.Group {
-		r.itemError(it.Namespace, gr, it.Name, fmt.Errorf("stored item has apiVersion %q, which does not belong to %s", obj.GetAPIVersion(), gr))
+	gv, err := checkStored(it, gr, obj)
+	if err != nil {
+		r.itemError(ns, gr, it.Name, err)
 		return "", false
 	}
 	info, err := r.types.lookup(gr, gv.Version)
 	if err != nil {
-		r.itemError(it.Namespace, gr, it.Name, err)
+		r.itemError(ns, gr, it.Name, err)
+		return "", false
+	}
+	if err := checkServed(it, obj, info); err != nil {
+		r.itemError(ns, gr, it.Name, err)
 		return "", false
 	}
 	if gr == grPVs && r.rs.Spec.RestorePVs != nil && !*r.rs.Spec.RestorePVs {
@@ -320,13 +327,18 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	if len(r.actions) > 0 {
 		fromBackup = obj.DeepCopy()
 	}
+	obj.SetNamespace(ns)
+	obj.SetName(name)
 	r.tf.prepare(obj, gr, info)
 	if fromBackup != nil {
 		if obj = r.runActions(ctx, gr, it.Namespace, obj, fromBackup); obj == nil {
 			return it.Name, false
 		}
+		// An action may rename the item or change its content, but it is
+		// created in the namespace the mapping gives its path, as Velero
+		// does: the filters admitted that namespace, not another.
+		obj.SetNamespace(ns)
 	}
-	ns := obj.GetNamespace()
 	if info.Namespaced {
 		if err := r.ensureNamespace(ctx, ns); err != nil {
 			r.itemError(ns, gr, obj.GetName(), err)

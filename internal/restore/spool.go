@@ -15,11 +15,17 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 )
 
-// spooledItem is one item of the backup, as stored.
+// spooledItem is one item of the backup, as stored: its identity as its
+// archive path gives it (which the restore's filters judged), the path
+// itself for messages, and the JSON, which is checked against the path
+// before anything is done with it.
 type spooledItem struct {
 	Namespace string
 	Name      string
-	JSON      []byte
+	// Version is the path's version directory; empty for the unversioned copy.
+	Version string
+	Path    string
+	JSON    []byte
 }
 
 // spool holds the items of one archive on local disk, one file per resource
@@ -95,7 +101,7 @@ func (s *spool) fill(r io.Reader, limits archive.Limits, keep filter) error {
 		if !ok {
 			continue
 		}
-		if err := s.add(ref, e.Data); err != nil {
+		if err := s.add(ref, e.Path, e.Data); err != nil {
 			return err
 		}
 	}
@@ -107,7 +113,7 @@ func (s *spool) fill(r io.Reader, limits archive.Limits, keep filter) error {
 	return nil
 }
 
-func (s *spool) add(ref archive.ItemRef, data []byte) error {
+func (s *spool) add(ref archive.ItemRef, path string, data []byte) error {
 	sf, ok := s.types[ref.GroupResource]
 	if !ok {
 		path := filepath.Join(s.dir, strconv.Itoa(len(s.types)))
@@ -122,7 +128,7 @@ func (s *spool) add(ref archive.ItemRef, data []byte) error {
 	if s.index != nil {
 		s.index[itemKey(ref.GroupResource, ref.Namespace, ref.Name)] = spoolRef{gr: ref.GroupResource, offset: sf.size}
 	}
-	for _, field := range [][]byte{[]byte(ref.Namespace), []byte(ref.Name), data} {
+	for _, field := range [][]byte{[]byte(ref.Namespace), []byte(ref.Name), []byte(ref.Version), []byte(path), data} {
 		var n [binary.MaxVarintLen64]byte
 		nn := binary.PutUvarint(n[:], uint64(len(field)))
 		if _, err := sf.w.Write(n[:nn]); err != nil {
@@ -156,7 +162,7 @@ func (s *spool) lookup(gr, ns, name string) (spooledItem, bool, error) {
 }
 
 func readRecord(br *bufio.Reader) (spooledItem, error) {
-	var fields [3][]byte
+	var fields [5][]byte
 	for i := range fields {
 		n, err := binary.ReadUvarint(br)
 		if err != nil {
@@ -167,7 +173,7 @@ func readRecord(br *bufio.Reader) (spooledItem, error) {
 			return spooledItem{}, err
 		}
 	}
-	return spooledItem{Namespace: string(fields[0]), Name: string(fields[1]), JSON: fields[2]}, nil
+	return spooledItem{Namespace: string(fields[0]), Name: string(fields[1]), Version: string(fields[2]), Path: string(fields[3]), JSON: fields[4]}, nil
 }
 
 // groupResources lists the spooled types, sorted.

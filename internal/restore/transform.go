@@ -64,8 +64,24 @@ func (t *transformer) targetNamespace(ns string) string {
 	return ns
 }
 
-// prepare rewrites obj in place for creation. Owner references are handled
-// by the caller, which knows what has been restored.
+// target is where the restore creates an item stored at namespace ns
+// (empty when cluster-scoped) and name: the mapping applied to what the
+// item's archive path says, never to what its JSON says, since the path is
+// what the restore's filters judged. A Namespace's name is mapped too.
+func (t *transformer) target(gr schema.GroupResource, ns, name string) (string, string) {
+	if ns != "" {
+		ns = t.targetNamespace(ns)
+	}
+	if gr == grNamespaces {
+		name = t.targetNamespace(name)
+	}
+	return ns, name
+}
+
+// prepare rewrites obj in place for creation. It leaves the object's
+// identity alone (the caller places the object with target), so that it
+// normalises a live object the same way. Owner references are handled by
+// the caller, which knows what has been restored.
 func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupResource, info resourceInfo) {
 	meta, _ := obj.Object["metadata"].(map[string]any)
 	if meta == nil {
@@ -78,12 +94,6 @@ func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupRes
 	if info.HasStatus {
 		delete(obj.Object, "status")
 	}
-	if info.Namespaced {
-		obj.SetNamespace(t.targetNamespace(obj.GetNamespace()))
-	}
-	if gr == grNamespaces {
-		obj.SetName(t.targetNamespace(obj.GetName()))
-	}
 	labels := obj.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -92,7 +102,8 @@ func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupRes
 	labels[v1.RestoreNameLabel] = v1.LabelValue(t.restore.Name)
 	if gr == grNamespaces {
 		// The API server keeps this label equal to the name; a mapped
-		// namespace gets its new name here, as the server would set it.
+		// namespace gets its new name here, as the server would set it
+		// (target has renamed it already).
 		labels[corev1.LabelMetadataName] = obj.GetName()
 	}
 	obj.SetLabels(labels)
