@@ -181,7 +181,7 @@ func (s *store) ListObjects(_, prefix string) ([]string, error) {
 }
 
 func (s *store) ListCommonPrefixes(_, prefix, _ string) ([]string, error) { return nil, act(prefix) }
-func (s *store) DeleteObject(_, key string) error                       { return act(key) }
+func (s *store) DeleteObject(_, key string) error                         { return act(key) }
 func (s *store) CreateSignedURL(_, key string, _ time.Duration) (string, error) {
 	return "https://example.invalid/" + key, act(key)
 }
