@@ -51,10 +51,10 @@ func (hd *handle[T]) do(method string, call func(T) error) error {
 	return hd.run(method, func(impl T, _ *process) (bool, error) { return false, call(impl) })
 }
 
-// run is do for a call that may go on using its process after it returns
-// (a download being read): it then returns hold, and whatever it returned
-// gives the process back with Host.release, and reports its own failures
-// through failed.
+// run is do for a call whose result goes on using the process after the
+// call returns (a download being read). Such a call returns hold: the
+// process then stays in use until the result gives it back (Host.release),
+// and the result applies the rules to its own failures (failed, answering).
 func (hd *handle[T]) run(method string, call func(T, *process) (hold bool, err error)) error {
 	for t := firstTry; ; t = retried {
 		impl, p, err := hd.acquire()
@@ -85,7 +85,7 @@ type try int
 const (
 	firstTry  try = iota // it may be made again
 	retried              // it was made again already
-	answering            // it had begun to answer (a download): it cannot be
+	answering            // it began to answer (a download): it cannot be made again
 )
 
 // failed applies the rules to a call of method on p that failed with err:
