@@ -287,7 +287,7 @@ func TestMessagesFromPluginsAreBounded(t *testing.T) {
 // been idle for a while, unless a call (or a download) is still using it;
 // the next call starts and initialises a new one.
 func TestIdleProcessesAreReaped(t *testing.T) {
-	h, _, bin := startHost(t, Options{IdleTimeout: time.Second})
+	h, _, bin := startHost(t, Options{IdleTimeout: 2 * time.Second})
 	// The process Discover started serves every plugin without a config.
 	waitChildren(t, bin, 1, 10*time.Second)
 	a, b := openStore(t, h, "a"), openStore(t, h, "b")
@@ -308,7 +308,7 @@ func TestIdleProcessesAreReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitChildren(t, bin, 2, 15*time.Second) // a goes; b is reading
-	time.Sleep(3 * time.Second)
+	time.Sleep(5 * time.Second)
 	if got := children(t, bin); got != 2 {
 		t.Fatalf("%d plugin processes while a download is open, want 2", got)
 	}
