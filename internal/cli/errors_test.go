@@ -177,7 +177,8 @@ func TestServerFlags(t *testing.T) {
 		"--default-backup-ttl", "48h", "--store-validation-frequency", "5m", "--list-workers", "3", "--backup-sync-period", "30s",
 		"--plugin-dir", "/opt/plugins", "--plugin-timeout", "DeleteItemAction=2m", "--item-operation-sync-frequency", "3s",
 		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json",
-		"--delete-item-action-workers", "4", "--deletion-max-attempts", "3", "--deletion-retry-base", "10s")
+		"--delete-item-action-workers", "4", "--deletion-max-attempts", "3", "--deletion-retry-base", "10s",
+		"--plugin-max-message-size", "256Mi", "--plugin-idle-timeout", "1m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +189,7 @@ func TestServerFlags(t *testing.T) {
 		PluginTimeouts:             map[api.Kind]time.Duration{api.KindDeleteItemAction: 2 * time.Minute},
 		ItemOperationSyncFrequency: 3 * time.Second, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
 		DeleteItemActionWorkers: 4, DeletionMaxAttempts: 3, DeletionRetryBase: 10 * time.Second,
+		PluginMaxMessageSize: 256 << 20, PluginIdleTimeout: time.Minute,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flags:\n got %+v\nwant %+v", got, want)
@@ -201,6 +203,10 @@ func TestServerFlags(t *testing.T) {
 		{"--deletion-max-attempts", "0"},
 		{"--deletion-retry-base", "0s"},
 		{"--default-backup-ttl", "soon"},
+		{"--plugin-max-message-size", "1Mi"},
+		{"--plugin-max-message-size", "2Gi"},
+		{"--plugin-max-message-size", "lots"},
+		{"--plugin-idle-timeout", "0s"},
 	} {
 		err := runReal(t, append([]string{"server", "--kubeconfig", kubeconfig}, bad...)...)
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "--")) {

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
 	"github.com/lifeboat-io/lifeboat/internal/server"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
@@ -22,6 +24,7 @@ var runServer = server.Run
 func newServerCommand(f *Factory) *cobra.Command {
 	opts := server.DefaultOptions()
 	var pluginTimeouts map[string]string
+	pluginMaxMessageSize := resource.NewQuantity(opts.PluginMaxMessageSize, resource.BinarySI).String()
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the Lifeboat controllers",
@@ -57,6 +60,12 @@ func newServerCommand(f *Factory) *cobra.Command {
 				return err
 			}
 			opts.PluginTimeouts = timeouts
+			if opts.PluginMaxMessageSize, err = parsePluginMaxMessageSize(pluginMaxMessageSize); err != nil {
+				return err
+			}
+			if opts.PluginIdleTimeout <= 0 {
+				return fmt.Errorf("invalid --plugin-idle-timeout %s: must be a positive duration such as 5m", opts.PluginIdleTimeout)
+			}
 			opts.Namespace = f.Namespace
 			cfg, err := f.RESTConfig()
 			if err != nil {
@@ -83,7 +92,9 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.IntVar(&opts.DeletionMaxAttempts, "deletion-max-attempts", opts.DeletionMaxAttempts, "attempts at a backup deletion before its request ends Failed")
 	fl.DurationVar(&opts.DeletionRetryBase, "deletion-retry-base", opts.DeletionRetryBase, "wait after a failed deletion attempt; doubles after each further one (at most 1h)")
 	fl.StringVar(&opts.PluginDir, "plugin-dir", opts.PluginDir, "directory searched (recursively) for plugin binaries")
-	fl.StringToStringVar(&pluginTimeouts, "plugin-timeout", nil, "per-kind bound on one plugin call, e.g. DeleteItemAction=2m,BackupItemAction=30s (0 for none)")
+	fl.StringToStringVar(&pluginTimeouts, "plugin-timeout", nil, "per-kind bound on one plugin call, e.g. DeleteItemAction=2m,BackupItemAction=30s (0 for none); ObjectStore uploads and downloads are bound by their progress, not their length")
+	fl.StringVar(&pluginMaxMessageSize, "plugin-max-message-size", pluginMaxMessageSize, "largest gRPC message the server accepts from a plugin, e.g. 256Mi (4Mi to 2Gi-1)")
+	fl.DurationVar(&opts.PluginIdleTimeout, "plugin-idle-timeout", opts.PluginIdleTimeout, "how long a plugin process started for one storage or snapshot location config may sit without calls before it is stopped (the next call starts it again)")
 	fl.StringVar(&opts.CredentialsDir, "credentials-dir", opts.CredentialsDir, "directory for the credential files handed to ObjectStore plugins (default: under the system temp dir)")
 	fl.Float32Var(&opts.ClientQPS, "client-qps", opts.ClientQPS, "queries per second the server may send to the API server; -1 (the default) sets no client-side limit: the server's load is bounded by its worker pools and the API server's priority and fairness")
 	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps the server may send")
@@ -91,6 +102,19 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
 	return cmd
+}
+
+// parsePluginMaxMessageSize reads --plugin-max-message-size, a quantity
+// such as 128Mi.
+func parsePluginMaxMessageSize(in string) (int64, error) {
+	q, err := resource.ParseQuantity(in)
+	if err != nil {
+		return 0, fmt.Errorf("invalid --plugin-max-message-size %q: want a size such as 128Mi", in)
+	}
+	if err := pluginhost.CheckMaxMessageSize(q.Value()); err != nil {
+		return 0, fmt.Errorf("invalid --plugin-max-message-size %s: %w", in, err)
+	}
+	return q.Value(), nil
 }
 
 // parsePluginTimeouts reads --plugin-timeout kind=duration pairs.

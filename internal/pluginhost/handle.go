@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/framework"
@@ -20,16 +19,20 @@ import (
 type clientFunc[T any] func(dispensed any, name string, timeout time.Duration) (T, error)
 
 // handle is one plugin as callers see it: calls go to the plugin's current
-// process. A call that finds the process gone (crashed) restarts it and is
-// tried once more; a call that times out restarts the process too, since a
-// plugin that hung once cannot be trusted with the next call.
+// process, by the rules of failed calls:
+//   - a call past its kind's timeout restarts the process, since a plugin
+//     that hung once cannot be trusted with the next call;
+//   - a call that finds its process gone (crashed) restarts it and, if the
+//     method may be repeated (retryAfterCrash), is tried once more;
+//   - a reply larger than the host accepts is refused, naming the limit.
 type handle[T any] struct {
 	h      *Host
 	entry  Entry
 	client clientFunc[T]
 
 	// init, once set (ObjectStore and VolumeSnapshotter Init), is replayed
-	// on every new process: a restarted plugin has forgotten its config.
+	// on every new process: a restarted or reaped plugin has forgotten its
+	// config.
 	mu          sync.Mutex
 	init        func(T) error
 	initialized *process
@@ -43,64 +46,112 @@ type handle[T any] struct {
 // written against *unstructured.Unstructured, would not expect.
 func (hd *handle[T]) RemotePlugin() {}
 
-func (hd *handle[T]) do(call func(T) error) error {
-	for attempt := 0; ; attempt++ {
-		impl, p, err := hd.getProcess()
+// do makes a call of method (named as in retryAfterCrash).
+func (hd *handle[T]) do(method string, call func(T) error) error {
+	return hd.run(method, func(impl T, _ *process) (bool, error) { return false, call(impl) })
+}
+
+// run is do for a call whose result goes on using the process after the
+// call returns (a download being read). Such a call returns hold: the
+// process then stays in use until the result gives it back (Host.release),
+// and the result applies the rules to its own failures (failed, answering).
+func (hd *handle[T]) run(method string, call func(T, *process) (hold bool, err error)) error {
+	for t := firstTry; ; t = retried {
+		impl, p, err := hd.acquire()
 		if err != nil {
 			return err
 		}
-		err = call(impl)
+		failing := method
+		var hold bool
+		if err = hd.ensureInit(impl, p); err != nil {
+			failing = "Init"
+		} else if hold, err = call(impl, p); hold && err == nil {
+			return nil
+		}
+		hd.h.release(p)
 		if err == nil {
 			return nil
 		}
-		switch code(err) {
-		case codes.Unavailable, codes.Canceled:
-			hd.h.restart(hd.entry.Binary, hd.instanceKey(), p, err)
-			if attempt == 0 {
-				continue
-			}
-			return fmt.Errorf("%s plugin %s (%s) crashed twice: %w", hd.entry.Kind, hd.entry.Name, hd.entry.Binary, err)
-		case codes.DeadlineExceeded:
-			hd.h.restart(hd.entry.Binary, hd.instanceKey(), p, err)
-			return fmt.Errorf("%s plugin %s (%s) did not answer within %s and was restarted: %w",
-				hd.entry.Kind, hd.entry.Name, hd.entry.Binary, hd.h.timeout(hd.entry.Kind), err)
+		again, err := hd.failed(failing, p, err, t)
+		if !again {
+			return err
 		}
-		return err
 	}
 }
 
-func (hd *handle[T]) get() (T, error) {
-	impl, _, err := hd.getProcess()
-	return impl, err
+// try says how far a call has got when it fails.
+type try int
+
+const (
+	firstTry  try = iota // it may be made again
+	retried              // it was made again already
+	answering            // it began to answer (a download): it cannot be made again
+)
+
+// failed applies the rules to a call of method on p that failed with err:
+// it returns whether to make the call again, or the error to report.
+func (hd *handle[T]) failed(method string, p *process, err error, t try) (again bool, _ error) {
+	e := hd.entry
+	switch hd.code(err) {
+	case codes.Unavailable, codes.Canceled:
+		hd.h.restart(p, err)
+		switch {
+		case t == answering:
+			return false, fmt.Errorf("%s plugin %s (%s): its process died during %s: %w", e.Kind, e.Name, e.Binary, method, err)
+		case !retryAfterCrash[e.Kind][method]:
+			return false, fmt.Errorf("%s plugin %s (%s): its process died during %s, which is not repeated since it may have taken effect before the crash: %w",
+				e.Kind, e.Name, e.Binary, method, err)
+		case t == firstTry:
+			return true, nil
+		}
+		return false, fmt.Errorf("%s plugin %s (%s) crashed twice: %w", e.Kind, e.Name, e.Binary, err)
+	case codes.DeadlineExceeded:
+		hd.h.restart(p, err)
+		return false, fmt.Errorf("%s plugin %s (%s) did not answer within %s and was restarted: %w",
+			e.Kind, e.Name, e.Binary, hd.h.timeout(e.Kind), err)
+	case codes.ResourceExhausted:
+		if hd.h.refusedAsTooLarge(err) {
+			return false, fmt.Errorf("%s plugin %s (%s) sent a message larger than the server accepts from plugins (%d bytes; raise --plugin-max-message-size if the plugin is right to): %w",
+				e.Kind, e.Name, e.Binary, hd.h.maxMessageSize(), err)
+		}
+	}
+	return false, err
 }
 
-// getProcess is get, also returning the process the client talks to: a
-// call that fails restarts that process only, not one another failed call
-// already started in its place (every call in flight on a process that
-// died fails at once).
-func (hd *handle[T]) getProcess() (T, *process, error) {
+// acquire returns a client of the plugin's current process (started if
+// need be) and the process, which the caller gives back with Host.release.
+// A call that fails restarts that process only, not one another failed
+// call already started in its place (every call in flight on a process
+// that died fails at once).
+func (hd *handle[T]) acquire() (T, *process, error) {
 	var zero T
-	p, err := hd.h.process(hd.entry.Binary, hd.instanceKey())
+	p, err := hd.h.acquire(hd.entry.Binary, hd.instanceKey())
 	if err != nil {
 		return zero, nil, err
 	}
 	raw, err := p.dispense(hd.entry.Kind)
-	if err != nil {
-		return zero, nil, err
+	if err == nil {
+		var impl T
+		if impl, err = hd.client(raw, hd.entry.Name, hd.h.timeout(hd.entry.Kind)); err == nil {
+			return impl, p, nil
+		}
 	}
-	impl, err := hd.client(raw, hd.entry.Name, hd.h.timeout(hd.entry.Kind))
-	if err != nil {
-		return zero, nil, err
-	}
+	hd.h.release(p)
+	return zero, nil, err
+}
+
+// ensureInit replays Init on a process that has not had it yet.
+func (hd *handle[T]) ensureInit(impl T, p *process) error {
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
-	if hd.init != nil && hd.initialized != p {
-		if err := hd.init(impl); err != nil {
-			return zero, nil, fmt.Errorf("%s plugin %s: Init: %w", hd.entry.Kind, hd.entry.Name, err)
-		}
-		hd.initialized = p
+	if hd.init == nil || hd.initialized == p {
+		return nil
 	}
-	return impl, p, nil
+	if err := hd.init(impl); err != nil {
+		return err
+	}
+	hd.initialized = p
+	return nil
 }
 
 // setInit records init (and the config it applies, which selects the
@@ -109,14 +160,24 @@ func (hd *handle[T]) setInit(config map[string]string, init func(T) error) error
 	hd.mu.Lock()
 	hd.init, hd.initialized, hd.instance = init, nil, configDigest(config)
 	hd.mu.Unlock()
-	_, err := hd.get()
-	return err
+	return hd.do("Init", func(T) error { return nil })
 }
 
 func (hd *handle[T]) instanceKey() string {
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
 	return hd.instance
+}
+
+// code is the gRPC code of err when err is a failed call to this plugin;
+// OK for anything else, such as a local error or another plugin's error
+// passing through (an upload whose body is another store's download).
+func (hd *handle[T]) code(err error) codes.Code {
+	var pe *framework.PluginError
+	if errors.As(err, &pe) && pe.Kind == hd.entry.Kind && pe.Name == hd.entry.Name {
+		return pe.Code()
+	}
+	return codes.OK
 }
 
 // configDigest names a configuration independently of map order.
@@ -131,18 +192,6 @@ func configDigest(config map[string]string) string {
 		fmt.Fprintf(h, "%q=%q;", k, config[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-// code finds the gRPC status code in err; OK when there is none.
-func code(err error) codes.Code {
-	var coder interface{ GRPCStatus() *status.Status }
-	if errors.As(err, &coder) {
-		return coder.GRPCStatus().Code()
-	}
-	if s, ok := status.FromError(err); ok {
-		return s.Code()
-	}
-	return codes.OK
 }
 
 // lookup finds the entry of kind and name and returns either the built-in

@@ -6,22 +6,37 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/framework"
 )
 
-// DefaultTimeouts bound one call to a plugin of each kind. ObjectStore calls
-// stream whole archives and have none; everything else should answer within
-// a minute, and a plugin that does not is treated as hung.
+// DefaultTimeouts bound one call to a plugin of each kind: a plugin that
+// does not answer in time is treated as hung and restarted.
+//
+// ObjectStore calls talk to remote storage and get five minutes. Its two
+// streaming calls, PutObject and GetObject, may move any amount of data for
+// as long as it takes (a backup's tarball is uploaded while the backup
+// runs), so for them the bound is on progress, not on the whole call: each
+// wait for the plugin to take or give a chunk gets the timeout, and time
+// the server itself spends producing or consuming the data does not count.
+// The last wait of an upload also covers the data gRPC has already buffered
+// for the plugin (its flow-control window, at most 16 MiB) and the plugin's
+// finishing the upload: five minutes still takes a plugin slower than about
+// 50 KiB/s to trip it.
 var DefaultTimeouts = map[api.Kind]time.Duration{
+	api.KindObjectStore:         5 * time.Minute,
 	api.KindBackupItemAction:    time.Minute,
 	api.KindBackupItemActionV2:  time.Minute,
 	api.KindRestoreItemAction:   time.Minute,
@@ -31,12 +46,46 @@ var DefaultTimeouts = map[api.Kind]time.Duration{
 	api.KindVolumeSnapshotter:   10 * time.Minute,
 }
 
+// DefaultMaxMessageSize bounds one gRPC message from a plugin: room for an
+// item as large as an archive entry may be (64 MiB) twice over, and for
+// listings of large buckets, yet far below the 2 GiB go-plugin allows by
+// default, which a broken or hostile plugin could make the server allocate.
+const DefaultMaxMessageSize = 128 << 20
+
+// MinMaxMessageSize is the smallest limit allowed: gRPC's default, which
+// plugins built with the SDK stay within when they answer over the
+// BackupItemAction stream (a message too large for it would break the
+// stream for every call on it).
+const MinMaxMessageSize = 4 << 20
+
+// CheckMaxMessageSize says what is wrong with n as a message size limit.
+func CheckMaxMessageSize(n int64) error {
+	if n < MinMaxMessageSize || n > math.MaxInt32 {
+		return fmt.Errorf("%d bytes is outside %d (4Mi) to %d (2Gi - 1)", n, MinMaxMessageSize, math.MaxInt32)
+	}
+	return nil
+}
+
+// DefaultIdleTimeout is how long a process started for one Init config may
+// sit idle before it is stopped.
+const DefaultIdleTimeout = 5 * time.Minute
+
 // Options configure a Host.
 type Options struct {
 	// Dir is scanned recursively for plugin binaries.
 	Dir string
 	// Timeouts override DefaultTimeouts per kind.
 	Timeouts map[api.Kind]time.Duration
+	// MaxMessageSize bounds one gRPC message from a plugin (see
+	// CheckMaxMessageSize); 0 means DefaultMaxMessageSize.
+	MaxMessageSize int
+	// IdleTimeout is how long a process started for one Init config (of an
+	// ObjectStore or VolumeSnapshotter) may have no call in flight before
+	// it is stopped; the next call starts a new one and replays Init. 0
+	// means DefaultIdleTimeout. Each binary's shared process, which serves
+	// every plugin without a config, is kept: there is one per binary, and
+	// action plugins may keep state between the polls of an operation.
+	IdleTimeout time.Duration
 	// LogLevel is passed to plugin processes as --log-level.
 	LogLevel string
 	Log      *slog.Logger
@@ -49,8 +98,9 @@ type Host struct {
 	registry *registry
 	builtins map[key]func() (any, error)
 
-	mu    sync.Mutex
-	procs map[string]*process
+	mu     sync.Mutex
+	procs  map[string]*process
+	closed bool
 	// starting serialises the start of each binary's process without
 	// making other binaries wait for a slow one.
 	starting map[string]*sync.Mutex
@@ -64,6 +114,12 @@ func New(opts Options) *Host {
 	}
 	if opts.LogLevel == "" {
 		opts.LogLevel = "info"
+	}
+	if opts.MaxMessageSize == 0 {
+		opts.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	return &Host{opts: opts, log: opts.Log, registry: newRegistry(), builtins: map[key]func() (any, error){}, procs: map[string]*process{}, starting: map[string]*sync.Mutex{}}
 }
@@ -115,10 +171,11 @@ func (h *Host) Discover(ctx context.Context) error {
 }
 
 func (h *Host) listPlugins(ctx context.Context, bin string) ([]framework.PluginIdentifier, error) {
-	p, err := h.process(bin, "")
+	p, err := h.acquire(bin, "")
 	if err != nil {
 		return nil, err
 	}
+	defer h.release(p)
 	raw, err := p.dispense(api.KindPluginLister)
 	if err != nil {
 		return nil, err
@@ -161,9 +218,13 @@ func (h *Host) IsExternal(kind api.Kind, name string) bool {
 func (h *Host) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for bin, p := range h.procs {
+	h.closed = true
+	for k, p := range h.procs {
+		if p.idle != nil {
+			p.idle.Stop()
+		}
 		p.kill()
-		delete(h.procs, bin)
+		delete(h.procs, k)
 	}
 }
 
@@ -174,18 +235,33 @@ func (h *Host) timeout(kind api.Kind) time.Duration {
 	return DefaultTimeouts[kind]
 }
 
-// process returns the running process of bin for instance, starting it if
-// needed. Plugins configured by Init (object stores, volume snapshotters)
-// keep one configuration per process, so each distinct configuration gets
-// its own process (instance is a digest of it); everything else shares the
-// binary's process (instance "").
-func (h *Host) process(bin, instance string) (*process, error) {
+func (h *Host) maxMessageSize() int { return h.opts.MaxMessageSize }
+
+// refusedAsTooLarge reports whether err is gRPC refusing a message from a
+// plugin for being over this host's limit (rather than the plugin refusing
+// one from the host, with the same code, over its own).
+func (h *Host) refusedAsTooLarge(err error) bool {
+	var pe *framework.PluginError
+	if !errors.As(err, &pe) || pe.Code() != codes.ResourceExhausted {
+		return false
+	}
+	// gRPC says "received message larger than max (<size> vs. <limit>)".
+	msg := pe.Message()
+	return strings.Contains(msg, "larger than max") && strings.HasSuffix(msg, fmt.Sprintf(" %d)", h.opts.MaxMessageSize))
+}
+
+// acquire returns the running process of bin for instance, starting it if
+// needed, and counts a call on it until release. Plugins configured by
+// Init (object stores, volume snapshotters) keep one configuration per
+// process, so each distinct configuration gets its own process (instance
+// is a digest of it); everything else shares the binary's process
+// (instance "").
+func (h *Host) acquire(bin, instance string) (*process, error) {
 	k := bin + "\x00" + instance
-	h.mu.Lock()
-	if p, ok := h.procs[k]; ok && !p.exited() {
-		h.mu.Unlock()
+	if p := h.use(k); p != nil {
 		return p, nil
 	}
+	h.mu.Lock()
 	start, ok := h.starting[k]
 	if !ok {
 		start = &sync.Mutex{}
@@ -195,35 +271,78 @@ func (h *Host) process(bin, instance string) (*process, error) {
 
 	start.Lock()
 	defer start.Unlock()
-	h.mu.Lock()
-	if p, ok := h.procs[k]; ok && !p.exited() {
-		h.mu.Unlock()
+	if p := h.use(k); p != nil {
 		return p, nil
 	}
-	h.mu.Unlock()
-	p, err := startProcess(bin, h.opts.LogLevel, h.log)
+	p, err := h.startProcess(bin)
 	if err != nil {
 		return nil, err
 	}
+	p.key, p.reapable, p.inUse = k, instance != "", 1
 	h.mu.Lock()
 	h.procs[k] = p
 	h.mu.Unlock()
 	return p, nil
 }
 
-// restart throws away p, a process of bin for instance (crashed or hung);
-// the next call starts a new one. A process already replaced was killed by
-// whoever replaced it (or had exited), and its replacement is left alone.
-func (h *Host) restart(bin, instance string, p *process, why error) {
-	k := bin + "\x00" + instance
+// use counts a call on the live process under k, if there is one.
+func (h *Host) use(k string) *process {
 	h.mu.Lock()
-	current := h.procs[k] == p
+	defer h.mu.Unlock()
+	p, ok := h.procs[k]
+	if !ok || p.exited() {
+		return nil
+	}
+	p.inUse++
+	p.idleSince++ // a reap already on its way finds the process busy
+	if p.idle != nil {
+		p.idle.Stop()
+	}
+	return p
+}
+
+// release ends a call counted by acquire. A process started for an Init
+// config that has no call left is stopped once it has stayed so for
+// IdleTimeout: a server that sees many configurations (locations come and
+// go, credentials change) would otherwise keep a process for each forever.
+func (h *Host) release(p *process) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p.inUse--
+	if p.inUse > 0 || !p.reapable || h.closed || h.procs[p.key] != p {
+		return
+	}
+	p.idleSince++
+	since := p.idleSince
+	p.idle = time.AfterFunc(h.opts.IdleTimeout, func() { h.reap(p, since) })
+}
+
+// reap stops p if it is still the idle process release left it as.
+func (h *Host) reap(p *process, since uint64) {
+	h.mu.Lock()
+	idle := h.procs[p.key] == p && p.inUse == 0 && p.idleSince == since
+	if idle {
+		delete(h.procs, p.key)
+	}
+	h.mu.Unlock()
+	if idle {
+		h.log.Debug("stopping idle plugin process", "binary", p.bin, "idle", h.opts.IdleTimeout)
+		p.kill()
+	}
+}
+
+// restart throws away p (crashed or hung); the next call starts a new
+// process. A process already replaced was killed by whoever replaced it
+// (or had exited), and its replacement is left alone.
+func (h *Host) restart(p *process, why error) {
+	h.mu.Lock()
+	current := h.procs[p.key] == p
 	if current {
-		delete(h.procs, k)
+		delete(h.procs, p.key)
 	}
 	h.mu.Unlock()
 	if current {
-		h.log.Warn("restarting plugin process", "binary", bin, "reason", why.Error())
+		h.log.Warn("restarting plugin process", "binary", p.bin, "reason", why.Error())
 		p.kill()
 	}
 }
@@ -233,9 +352,20 @@ type process struct {
 	bin    string
 	client *plugin.Client
 	rpc    plugin.ClientProtocol
+
+	// Set by acquire, then guarded by Host.mu.
+	key      string
+	reapable bool
+	// inUse counts calls in flight; idleSince numbers the times it fell to
+	// zero, so that a reap timer knows whether the idle spell it was set
+	// for is still going on.
+	inUse     int
+	idleSince uint64
+	idle      *time.Timer
 }
 
-func startProcess(bin, logLevel string, log *slog.Logger) (*process, error) {
+func (h *Host) startProcess(bin string) (*process, error) {
+	logLevel := h.opts.LogLevel
 	// Plugins get the flags every plugin understands; the SDKs ignore the
 	// rest, but passing the server's own could confuse older plugins.
 	// Velero's SDK parses the level with logrus, which knows "warning" but
@@ -251,8 +381,12 @@ func startProcess(bin, logLevel string, log *slog.Logger) (*process, error) {
 		Plugins:          framework.ClientPluginSet(),
 		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: slogWriter{log}, Level: hclog.Info}),
+		Logger:           hclog.New(&hclog.LoggerOptions{Name: "plugin", Output: slogWriter{h.log}, Level: hclog.Info}),
 		StartTimeout:     30 * time.Second,
+		// Applied after go-plugin's own 2 GiB default, so it wins. gRPC
+		// checks a message's length before reading it: a plugin's
+		// oversized answer costs the server nothing.
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(h.opts.MaxMessageSize))},
 	})
 	rpc, err := client.Client()
 	if err != nil {

@@ -17,13 +17,47 @@ import (
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
-// buildPlugin compiles testdata/plugin into dir/sub/name.
+// built is testdata/plugin, compiled once for all tests.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildPlugin puts testdata/plugin at dir/name, a file of its own (tests
+// count processes by their binary).
 func buildPlugin(t *testing.T, dir, name string) string {
 	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "pluginhost-test-"); built.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(built.dir, "plugin"), "./testdata/plugin")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("%w\n%s", err, b)
+		}
+	})
+	if built.err != nil {
+		t.Fatalf("building test plugin: %v", built.err)
+	}
+	data, err := os.ReadFile(filepath.Join(built.dir, "plugin"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, "./testdata/plugin")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building test plugin: %v\n%s", err, b)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, data, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -65,9 +99,20 @@ func TestHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := h.List()
-	if len(got) != 3 || got[0].Binary != BuiltIn || got[1].Kind != api.KindBackupItemAction ||
-		got[2].Kind != api.KindDeleteItemAction || got[2].Name != "hosttest.io/steer" || got[2].Binary != bin {
-		t.Fatalf("List() = %+v", got)
+	var listed []string
+	for _, e := range got {
+		listed = append(listed, fmt.Sprintf("%s %s %s", e.Kind, e.Name, e.Binary))
+	}
+	want := []string{
+		"DeleteItemAction lifeboat.io/builtin " + BuiltIn,
+		"BackupItemAction hosttest.io/steer " + bin,
+		"BackupItemActionV2 hosttest.io/steer-v2 " + bin,
+		"DeleteItemAction hosttest.io/steer " + bin,
+		"ObjectStore hosttest.io/store " + bin,
+		"VolumeSnapshotter hosttest.io/steer " + bin,
+	}
+	if strings.Join(listed, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("List():\n%s\nwant:\n%s", strings.Join(listed, "\n"), strings.Join(want, "\n"))
 	}
 
 	dia, err := h.DeleteItemAction("hosttest.io/steer")

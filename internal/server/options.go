@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
@@ -51,6 +52,11 @@ type Options struct {
 	PluginDir string
 	// PluginTimeouts override the plugin host's per-kind call timeouts.
 	PluginTimeouts map[api.Kind]time.Duration
+	// PluginMaxMessageSize bounds one gRPC message from a plugin, in bytes.
+	PluginMaxMessageSize int64
+	// PluginIdleTimeout stops a plugin process started for one config (of a
+	// storage or snapshot location) after this long without calls.
+	PluginIdleTimeout time.Duration
 	// CredentialsDir holds credential files handed to ObjectStore plugins;
 	// empty means a directory under the system temp dir.
 	CredentialsDir string
@@ -79,6 +85,8 @@ func DefaultOptions() Options {
 		ClientBurst:                  200,
 		ListWorkers:                  8,
 		PluginDir:                    "/plugins",
+		PluginMaxMessageSize:         pluginhost.DefaultMaxMessageSize,
+		PluginIdleTimeout:            pluginhost.DefaultIdleTimeout,
 		ItemOperationSyncFrequency:   10 * time.Second,
 		DeleteItemActionWorkers:      8,
 		DeletionMaxAttempts:          5,

@@ -174,7 +174,8 @@ func durationPtr(d time.Duration) *time.Duration { return &d }
 // log. A plugin that cannot be listed stops the server: running without it
 // could silently skip what it does.
 func startPlugins(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) (*pluginhost.Host, error) {
-	h := pluginhost.New(pluginhost.Options{Dir: opts.PluginDir, Timeouts: opts.PluginTimeouts, LogLevel: opts.LogLevel, Log: log})
+	h := pluginhost.New(pluginhost.Options{Dir: opts.PluginDir, Timeouts: opts.PluginTimeouts, LogLevel: opts.LogLevel, Log: log,
+		MaxMessageSize: int(opts.PluginMaxMessageSize), IdleTimeout: opts.PluginIdleTimeout})
 	for _, name := range builtinplugin.Names {
 		if err := h.RegisterBuiltIn(api.KindObjectStore, name, func() (any, error) { return builtinplugin.New(name), nil }); err != nil {
 			return nil, err

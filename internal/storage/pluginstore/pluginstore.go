@@ -40,9 +40,11 @@ func New(plugin api.ObjectStore, name string, config map[string]string, bucket, 
 
 var _ storage.ObjectStore = (*Store)(nil)
 
-// The plugin protocol carries no deadlines; the plugin host bounds calls
-// and the context is checked before each one so a cancelled operation
-// stops at the next call.
+// The plugin protocol carries no deadlines: the plugin host bounds every
+// call by its kind's timeout (uploads and downloads by their progress) and
+// restarts a plugin that hangs. The context is checked before each call, so
+// a cancelled operation stops at the next one, and it is bound to the
+// streams, so a cancelled transfer stops at once.
 
 func (s *Store) PutObject(ctx context.Context, bucket, key string, body io.Reader) error {
 	if err := ctx.Err(); err != nil {
@@ -63,7 +65,7 @@ func (s *Store) GetObject(ctx context.Context, bucket, key string) (io.ReadClose
 		}
 		return nil, s.wrap("GetObject", key, err)
 	}
-	return rc, nil
+	return bindBody(ctx, rc), nil
 }
 
 func (s *Store) ObjectExists(ctx context.Context, bucket, key string) (bool, error) {
@@ -123,4 +125,36 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// ctxBody is a download that ends with its context: the Read in progress
+// fails (the body is closed under it, which ends the plugin's stream), and
+// later ones return the context's error.
+type ctxBody struct {
+	ctx  context.Context
+	rc   io.ReadCloser
+	stop func() bool
+}
+
+func bindBody(ctx context.Context, rc io.ReadCloser) io.ReadCloser {
+	return &ctxBody{ctx: ctx, rc: rc, stop: context.AfterFunc(ctx, func() { _ = rc.Close() })}
+}
+
+func (b *ctxBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := b.rc.Read(p)
+	if err != nil && b.ctx.Err() != nil {
+		return n, b.ctx.Err()
+	}
+	return n, err
+}
+
+func (b *ctxBody) Close() error {
+	if !b.stop() {
+		// The context ended and closed the body already.
+		return nil
+	}
+	return b.rc.Close()
 }

@@ -41,8 +41,9 @@ const perCallBytes = 128
 // maxStreamItemBytes is the largest item the host sends over the stream;
 // a larger one takes the unary call, as one item to a message gains
 // nothing. maxResultBytes is the largest item a plugin sends back: a larger
-// one fails its call, as the unary call would fail; sent, it would exceed
-// gRPC's default 4 MiB message limit and break the stream for every call.
+// one fails its call alone. Sent, it could exceed the host's limit on
+// messages from plugins (--plugin-max-message-size, which may not go below
+// 4 MiB), and the host would break the stream for every call on it.
 const (
 	maxStreamItemBytes = 1 << 20
 	maxResultBytes     = 4<<20 - 64<<10
