@@ -85,6 +85,7 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.StringVar(&opts.PluginDir, "plugin-dir", opts.PluginDir, "directory searched (recursively) for plugin binaries")
 	fl.StringToStringVar(&pluginTimeouts, "plugin-timeout", nil, "per-kind bound on one plugin call, e.g. DeleteItemAction=2m,BackupItemAction=30s (0 for none)")
 	fl.StringVar(&opts.CredentialsDir, "credentials-dir", opts.CredentialsDir, "directory for the credential files handed to ObjectStore plugins (default: under the system temp dir)")
+	fl.StringVar(&opts.WorkDir, "work-dir", opts.WorkDir, "directory for restore spools and run logs, created with mode 0700 if missing; at start the server removes what stopped servers left there, and only that (default: lifeboat-<uid> under the system temp dir)")
 	fl.Float32Var(&opts.ClientQPS, "client-qps", opts.ClientQPS, "queries per second the server may send to the API server; -1 (the default) sets no client-side limit: the server's load is bounded by its worker pools and the API server's priority and fairness")
 	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps the server may send")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")

@@ -54,6 +54,11 @@ type Options struct {
 	// CredentialsDir holds credential files handed to ObjectStore plugins;
 	// empty means a directory under the system temp dir.
 	CredentialsDir string
+	// WorkDir holds what the server keeps on local disk while it works
+	// (restore spools, run logs), each server process in a directory of
+	// its own; at start the server removes what stopped servers left
+	// there. Empty means workdir.DefaultRoot (under the system temp dir).
+	WorkDir string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// LogFormat is text or json.
