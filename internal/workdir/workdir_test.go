@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // helperEnv makes the test binary a server stand-in: it opens the work
@@ -29,7 +30,10 @@ func TestMain(m *testing.M) {
 			os.Exit(3)
 		}
 		os.Stdout.WriteString(d.Path() + "\n")
-		select {}
+		// Killed by the test (or, should the test die, by Pdeathsig); a
+		// bare select{} would be a deadlock the runtime ends at once.
+		time.Sleep(10 * time.Minute)
+		os.Exit(4)
 	}
 	os.Exit(m.Run())
 }

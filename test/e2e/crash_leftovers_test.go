@@ -22,7 +22,6 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/cli"
-	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
 )
 
 // The crash-leftover tests. A server killed in the middle of a backup or a
