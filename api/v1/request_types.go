@@ -185,6 +185,11 @@ type DeletionReport struct {
 	// its restores'.
 	// +optional
 	KeysRemoved int64 `json:"keysRemoved,omitempty"`
+	// UnfinishedUploadsRemoved counts the uploads into the backup's and its
+	// restores' directories that a stopped server never finished, removed
+	// with them: not keys, so not in KeysRemoved.
+	// +optional
+	UnfinishedUploadsRemoved int64 `json:"unfinishedUploadsRemoved,omitempty"`
 	// Warnings are things the deletion went on without, e.g. a tarball
 	// that was not in the store.
 	// +optional
@@ -241,6 +246,9 @@ type DeleteBackupRequestStatus struct {
 	// KeysRemoved counts the object store keys removed so far.
 	// +optional
 	KeysRemoved int64 `json:"keysRemoved,omitempty"`
+	// UnfinishedUploadsRemoved counts the unfinished uploads removed so far.
+	// +optional
+	UnfinishedUploadsRemoved int64 `json:"unfinishedUploadsRemoved,omitempty"`
 	// Report sums up the deletion once it has ended.
 	// +optional
 	// +nullable

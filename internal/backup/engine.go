@@ -48,6 +48,8 @@ type Engine struct {
 	// Client reads what volume decisions need (the resource policy,
 	// claims, pods, snapshot locations).
 	Client crclient.Client
+	// WorkDir holds the run logs; "" is the system temp dir.
+	WorkDir string
 }
 
 // NewEngine builds an engine over the cluster cfg points at.
@@ -168,7 +170,7 @@ type run struct {
 }
 
 func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
-	lg, err := runlog.New("backup", b.Namespace+"/"+b.Name)
+	lg, err := runlog.Create(e.WorkDir, "backup", b.Namespace+"/"+b.Name)
 	if err != nil {
 		return nil, err
 	}

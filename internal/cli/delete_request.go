@@ -87,6 +87,7 @@ func (f *Factory) describeDeleteRequest(w io.Writer, r *v1.DeleteBackupRequest) 
 		d.line("  Snapshots deleted:\t%d", st.SnapshotsDeleted)
 		d.line("  Restores deleted:\t%d", st.RestoresDeleted)
 		d.line("  Keys removed:\t%d", st.KeysRemoved)
+		d.line("  Unfinished uploads removed:\t%d", st.UnfinishedUploadsRemoved)
 	}
 	describeDeletionErrors(d, st)
 	if rep := st.Report; rep != nil {
@@ -146,6 +147,9 @@ func describeDeletionReport(d *describer, rep *v1.DeletionReport) {
 	d.line("  Snapshots deleted:\t%d", rep.SnapshotsDeleted)
 	d.line("  Restores deleted:\t%d", rep.RestoresDeleted)
 	d.line("  Keys removed:\t%d", rep.KeysRemoved)
+	// Uploads a stopped server never finished are not keys; they are
+	// counted apart so the report does not hide that there were some.
+	d.line("  Unfinished uploads removed:\t%d", rep.UnfinishedUploadsRemoved)
 	for _, w := range rep.Warnings {
 		d.line("  Warning:\t%s", w)
 	}

@@ -114,12 +114,16 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // Nothing can resume a half-written archive; say so instead of leaving the
 // backup InProgress forever.
 func (r *BackupReconciler) failAbandoned(ctx context.Context, b *v1.Backup) error {
-	return r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
+	if err := r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
 		s.Phase = v1.BackupPhaseFailed
 		s.FailureReason = "the server stopped while this backup was in progress; create a new backup"
 		now := metav1.Now()
 		s.CompletionTimestamp = &now
-	})
+	}); err != nil {
+		return err
+	}
+	r.removeAbandonedUploads(ctx, b)
+	return nil
 }
 
 // setFinalizer puts BackupFinalizer on b, or takes it off. On, deleting

@@ -608,6 +608,7 @@ func (r *DeleteBackupRequestReconciler) backupGone(ctx context.Context, dbr *v1.
 				s.Report = &v1.DeletionReport{}
 			}
 			s.Report.SnapshotsDeleted, s.Report.RestoresDeleted, s.Report.KeysRemoved = s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved
+			s.Report.UnfinishedUploadsRemoved = s.UnfinishedUploadsRemoved
 			s.CompletionTimestamp = &now
 		})
 	}

@@ -68,7 +68,8 @@ func setWaiting(dbr *v1.DeleteBackupRequest, reason, msg string) {
 // stateOf is the engine's state as the request's status holds it.
 func deletionStateOf(dbr *v1.DeleteBackupRequest) deletion.State {
 	s := dbr.Status
-	st := deletion.State{SnapshotsDeleted: s.SnapshotsDeleted, RestoresDeleted: s.RestoresDeleted, KeysRemoved: s.KeysRemoved}
+	st := deletion.State{SnapshotsDeleted: s.SnapshotsDeleted, RestoresDeleted: s.RestoresDeleted, KeysRemoved: s.KeysRemoved,
+		UnfinishedUploadsRemoved: s.UnfinishedUploadsRemoved}
 	if s.Checkpoint != nil {
 		st.Checkpoint = *s.Checkpoint.DeepCopy()
 	}
@@ -83,6 +84,7 @@ func applyDeletionState(s *v1.DeleteBackupRequestStatus, st deletion.State) {
 	cp := st.Checkpoint
 	s.Checkpoint = &cp
 	s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved = st.SnapshotsDeleted, st.RestoresDeleted, st.KeysRemoved
+	s.UnfinishedUploadsRemoved = st.UnfinishedUploadsRemoved
 	if len(st.Warnings) > 0 {
 		if s.Report == nil {
 			s.Report = &v1.DeletionReport{}

@@ -118,6 +118,9 @@ type State struct {
 	SnapshotsDeleted int64
 	RestoresDeleted  int64
 	KeysRemoved      int64
+	// UnfinishedUploadsRemoved counts the uploads a stopped server left,
+	// removed with the backup's and its restores' keys.
+	UnfinishedUploadsRemoved int64
 	// Warnings are what the deletion went on without (bounded).
 	Warnings []string
 }
@@ -398,6 +401,7 @@ func (r *run) result(err error) Result {
 	rep := v1.DeletionReport{
 		SnapshotsDeleted: res.State.SnapshotsDeleted, RestoresDeleted: res.State.RestoresDeleted,
 		KeysRemoved: res.State.KeysRemoved, Warnings: slices.Clone(res.State.Warnings),
+		UnfinishedUploadsRemoved: res.State.UnfinishedUploadsRemoved,
 	}
 	for _, p := range r.actions {
 		rep.Actions = append(rep.Actions, v1.DeletionActionReport{Name: p.name, Items: p.succeeded, Failed: p.failures})

@@ -173,6 +173,9 @@ func (r *run) restores(ctx context.Context) error {
 
 func (r *run) deleteRestore(ctx context.Context, name string) error {
 	if st := r.in.Store; st != nil {
+		if err := r.removeUnfinishedUploads(ctx, st.RemoveUnfinishedRestoreUploads, name, v1.DeletionStepRestores); err != nil {
+			return err
+		}
 		keys, err := st.ObjectStore().ListObjects(ctx, st.Bucket(), st.RestoreDir(name))
 		if err != nil {
 			return r.fail(v1.DeletionError{Step: v1.DeletionStepRestores, Name: name, Message: fmt.Sprintf("listing %s: %v", st.RestoreDir(name), err)})
@@ -222,6 +225,9 @@ func (r *run) backupData(ctx context.Context) error {
 		return nil
 	}
 	name := r.in.Backup.Name
+	if err := r.removeUnfinishedUploads(ctx, st.RemoveUnfinishedBackupUploads, name, v1.DeletionStepBackupData); err != nil {
+		return err
+	}
 	keys, err := backupKeys(ctx, st, name)
 	if err != nil {
 		return r.fail(v1.DeletionError{Step: v1.DeletionStepBackupData, Message: err.Error()})

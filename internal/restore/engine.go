@@ -23,6 +23,8 @@ type Engine struct {
 	Limits Limits
 	// Plugins supplies restore item actions; nil runs none.
 	Plugins Plugins
+	// WorkDir holds the spools and run logs; "" is the system temp dir.
+	WorkDir string
 }
 
 // Limits bound the work one restore may do on local disk.

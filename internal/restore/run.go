@@ -94,7 +94,7 @@ type ownerFixup struct {
 }
 
 func (e *Engine) newRun(rs *v1.Restore, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
-	lg, err := runlog.New("restore", rs.Namespace+"/"+rs.Name)
+	lg, err := runlog.Create(e.WorkDir, "restore", rs.Namespace+"/"+rs.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sp, err := newSpool()
+	sp, err := newSpool(r.e.WorkDir)
 	if err != nil {
 		return err
 	}

@@ -56,8 +56,11 @@ type spoolFile struct {
 	size  int64
 }
 
-func newSpool() (*spool, error) {
-	dir, err := os.MkdirTemp("", "lifeboat-restore-")
+// newSpool makes the spool's directory in workDir, the server's work
+// directory (see internal/workdir), so that a spool a killed server left
+// is removed when the next one starts.
+func newSpool(workDir string) (*spool, error) {
+	dir, err := os.MkdirTemp(workDir, "restore-spool-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the restore's temp dir: %w", err)
 	}

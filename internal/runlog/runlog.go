@@ -20,9 +20,10 @@ type Log struct {
 	closed bool
 }
 
-// New creates a log whose lines all carry attrs.
-func New(attrs ...any) (*Log, error) {
-	f, err := os.CreateTemp("", "lifeboat-run-log-")
+// Create creates a log in dir (the server's work directory; "" is the
+// system temp dir) whose lines all carry attrs.
+func Create(dir string, attrs ...any) (*Log, error) {
+	f, err := os.CreateTemp(dir, "run-log-")
 	if err != nil {
 		return nil, fmt.Errorf("creating a log file: %w", err)
 	}

@@ -65,6 +65,11 @@ type Options struct {
 	// same deletion as `lifeboat backup delete`). Off by default: in
 	// Velero, deleting the object only removes the object.
 	BackupFinalizer bool
+	// WorkDir holds what the server keeps on local disk while it works
+	// (restore spools, run logs), each server process in a directory of
+	// its own; at start the server removes what stopped servers left
+	// there. Empty means workdir.DefaultRoot (under the system temp dir).
+	WorkDir string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// LogFormat is text or json.

@@ -32,6 +32,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/builtinplugin"
+	"github.com/lifeboat-io/lifeboat/internal/workdir"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
@@ -79,6 +80,18 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 
+	// Before anything that writes there: what a killed server left goes
+	// first, and this server's own directory is made.
+	work, err := workdir.Open(opts.WorkDir, log.With("component", "workdir"))
+	if err != nil {
+		return fmt.Errorf("--work-dir: %w", err)
+	}
+	defer func() {
+		if err := work.Close(); err != nil {
+			log.Warn("removing the server's work directory", "dir", work.Path(), "error", err)
+		}
+	}()
+
 	plugins, err := startPlugins(ctx, cfg, opts, log.With("component", "plugins"))
 	if err != nil {
 		return err
@@ -90,11 +103,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	engine.Plugins = plugins
+	engine.WorkDir = work.Path()
 	restoreEngine, err := restore.NewEngine(cfg, log.With("component", "restore"))
 	if err != nil {
 		return err
 	}
 	restoreEngine.Plugins = plugins
+	restoreEngine.WorkDir = work.Path()
 	resolver := &locations.Resolver{
 		Client:         mgr.GetClient(),
 		SecretReader:   mgr.GetAPIReader(),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -449,6 +450,40 @@ func (s *BackupStore) DeleteRestore(ctx context.Context, name string) error {
 		return fmt.Errorf("delete restore %q: %w", name, err)
 	}
 	return nil
+}
+
+// RemoveUnfinishedBackupUploads removes the uploads into backup name's
+// directory that were never finished (a server killed mid-backup leaves
+// them; they are not keys, so DeleteBackup cannot see them) and returns one
+// key per upload removed, also when it fails part way. The backup must not
+// be running. A store that cannot find such uploads (one served by a
+// plugin) gives an error wrapping errors.ErrUnsupported.
+func (s *BackupStore) RemoveUnfinishedBackupUploads(ctx context.Context, name string) ([]string, error) {
+	if err := checkName("backup", name); err != nil {
+		return nil, err
+	}
+	return s.removeUnfinishedUploads(ctx, s.BackupDir(name))
+}
+
+// RemoveUnfinishedRestoreUploads is RemoveUnfinishedBackupUploads for a
+// restore's directory.
+func (s *BackupStore) RemoveUnfinishedRestoreUploads(ctx context.Context, name string) ([]string, error) {
+	if err := checkName("restore", name); err != nil {
+		return nil, err
+	}
+	return s.removeUnfinishedUploads(ctx, s.RestoreDir(name))
+}
+
+func (s *BackupStore) removeUnfinishedUploads(ctx context.Context, dir string) ([]string, error) {
+	uu, ok := s.store.(UnfinishedUploads)
+	if !ok {
+		return nil, fmt.Errorf("finding unfinished uploads under %s in %s: %w", dir, s.location(), errors.ErrUnsupported)
+	}
+	removed, err := uu.RemoveUnfinishedUploads(ctx, s.bucket, dir)
+	if err != nil {
+		return removed, fmt.Errorf("removing unfinished uploads under %s in %s: %w", dir, s.location(), err)
+	}
+	return removed, nil
 }
 
 // DeleteKeys deletes keys in order, going on past failures so that one bad

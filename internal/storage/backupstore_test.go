@@ -452,3 +452,42 @@ func TestGetDownloadURL(t *testing.T) {
 		t.Errorf("GetDownloadURL = %q, %v; want %q", got, err, want)
 	}
 }
+
+// What a server killed mid-upload leaves in a filesystem store: a
+// temporary file beside the object it was writing.
+func TestRemoveUnfinishedUploadsOfABackupAndARestore(t *testing.T) {
+	root := t.TempDir()
+	for _, dir := range []string{"b/p/backups/nightly", "b/p/backups/nightly-2", "b/p/restores/r1"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, dir, ".lifeboat-upload-123"), []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, err := filesystem.New(map[string]string{filesystem.PathKey: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := storage.NewBackupStore(fs, "b", "p")
+	got, err := st.RemoveUnfinishedBackupUploads(t.Context(), "nightly")
+	if err != nil || !slices.Equal(got, []string{"p/backups/nightly/.lifeboat-upload-123"}) {
+		t.Errorf("RemoveUnfinishedBackupUploads(nightly) = %q, %v; want only nightly's", got, err)
+	}
+	got, err = st.RemoveUnfinishedRestoreUploads(t.Context(), "r1")
+	if err != nil || !slices.Equal(got, []string{"p/restores/r1/.lifeboat-upload-123"}) {
+		t.Errorf("RemoveUnfinishedRestoreUploads(r1) = %q, %v; want r1's", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "b/p/backups/nightly-2/.lifeboat-upload-123")); err != nil {
+		t.Errorf("nightly-2's upload: %v; another backup's must stay", err)
+	}
+	if _, err := st.RemoveUnfinishedBackupUploads(t.Context(), "../x"); err == nil {
+		t.Error("RemoveUnfinishedBackupUploads(../x) succeeded")
+	}
+
+	// A store that cannot find unfinished uploads (a plugin) says so.
+	_, err = storage.NewBackupStore(newRecordingStore(), "b", "p").RemoveUnfinishedBackupUploads(t.Context(), "nightly")
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("on a store without the capability: error %v, want one wrapping errors.ErrUnsupported", err)
+	}
+}

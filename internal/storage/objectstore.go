@@ -46,6 +46,29 @@ type ObjectStore interface {
 	CreateSignedURL(ctx context.Context, bucket, key string, ttl time.Duration) (string, error)
 }
 
+// UnfinishedUploads is implemented by stores that can find what an upload
+// leaves when the process writing it dies: the filesystem store's temporary
+// files, S3's incomplete multipart uploads. Neither is an object, so
+// ListObjects and DeleteObject never see them. Velero's ObjectStore plugin
+// API has no such call, so stores served by plugins do not implement it;
+// for those, the store's own lifecycle rules (e.g. S3's
+// AbortIncompleteMultipartUpload) are the only cleanup.
+type UnfinishedUploads interface {
+	// ListUnfinishedUploads returns, sorted, a key naming each unfinished
+	// upload of an object whose key starts with prefix: S3 gives the
+	// object's key (once per upload), the filesystem store its temporary
+	// file's, which lives beside the object. The filesystem store cannot
+	// tell which object a temporary file was for, so it matches one when
+	// every key that directory can hold starts with prefix (always, for a
+	// prefix ending in "/").
+	ListUnfinishedUploads(ctx context.Context, bucket, prefix string) ([]string, error)
+	// RemoveUnfinishedUploads removes the uploads ListUnfinishedUploads
+	// returns and returns those it removed, also when it fails part way.
+	// An upload still being written under prefix fails, so callers must
+	// know none is: the backup or restore that wrote there has ended.
+	RemoveUnfinishedUploads(ctx context.Context, bucket, prefix string) ([]string, error)
+}
+
 // CheckConfigKeys fails when config holds a key outside allowed, naming the
 // unknown keys and listing the allowed ones. A typo in a BSL's config must not
 // silently fall back to a default (e.g. "s3forcepathstyle" ignored), which is

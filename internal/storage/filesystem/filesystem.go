@@ -41,7 +41,10 @@ type Store struct {
 	root string
 }
 
-var _ storage.ObjectStore = (*Store)(nil)
+var (
+	_ storage.ObjectStore       = (*Store)(nil)
+	_ storage.UnfinishedUploads = (*Store)(nil)
+)
 
 // New opens the store described by a BSL config.
 func New(config map[string]string) (*Store, error) {
@@ -270,17 +273,35 @@ func (s *Store) ListObjects(ctx context.Context, bucket, prefix string) ([]strin
 }
 
 func (s *Store) listObjects(ctx context.Context, bucket, prefix string) ([]string, error) {
-	if err := s.checkBucket(bucket); err != nil {
+	var keys []string
+	err := s.walkPrefix(ctx, bucket, prefix, func(key string, d fs.DirEntry) {
+		if !strings.HasPrefix(d.Name(), tempPrefix) && strings.HasPrefix(key, prefix) {
+			keys = append(keys, key)
+		}
+	})
+	if err != nil {
 		return nil, err
+	}
+	// WalkDir orders per directory, so "a/b" comes before "a-c"; S3 orders
+	// whole keys bytewise, where '-' < '/'.
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// walkPrefix calls visit for each regular file in the directories that
+// keys starting with prefix can live in, walking only the deepest
+// directory that prefix fully names.
+func (s *Store) walkPrefix(ctx context.Context, bucket, prefix string, visit func(key string, d fs.DirEntry)) error {
+	if err := s.checkBucket(bucket); err != nil {
+		return err
 	}
 	dir, _, ok := splitPrefix(prefix)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	bucketDir := filepath.Join(s.root, bucket)
 	base := filepath.Join(bucketDir, filepath.FromSlash(dir))
-	var keys []string
-	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == base && isNotExist(err) {
 				return nil
@@ -301,18 +322,11 @@ func (s *Store) listObjects(ctx context.Context, bucket, prefix string) ([]strin
 			}
 			return nil
 		}
-		if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), tempPrefix) && strings.HasPrefix(key, prefix) {
-			keys = append(keys, key)
+		if d.Type().IsRegular() {
+			visit(key, d)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	// WalkDir orders per directory, so "a/b" comes before "a-c"; S3 orders
-	// whole keys bytewise, where '-' < '/'.
-	slices.Sort(keys)
-	return keys, nil
 }
 
 // DeleteObject removes the object and then the directories it leaves empty,
@@ -353,6 +367,65 @@ func (s *Store) removeEmptyParents(bucket, dir string) {
 		}
 		dir = filepath.Dir(dir)
 	}
+}
+
+// ListUnfinishedUploads finds the temporary files of uploads that never
+// finished. PutObject removes its own on every error, so the ones found
+// were left by a process that died while writing, or belong to an upload
+// still running.
+func (s *Store) ListUnfinishedUploads(ctx context.Context, bucket, prefix string) ([]string, error) {
+	keys, err := s.unfinishedUploads(ctx, bucket, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list unfinished uploads %s/%s: %w", bucket, prefix, err)
+	}
+	return keys, nil
+}
+
+// RemoveUnfinishedUploads removes the temporary files ListUnfinishedUploads
+// finds, and the directories that leaves empty.
+func (s *Store) RemoveUnfinishedUploads(ctx context.Context, bucket, prefix string) ([]string, error) {
+	keys, err := s.unfinishedUploads(ctx, bucket, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("remove unfinished uploads %s/%s: %w", bucket, prefix, err)
+	}
+	var removed []string
+	var errs []error
+	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		p := filepath.Join(s.root, bucket, filepath.FromSlash(k))
+		if err := os.Remove(p); err != nil && !isNotExist(err) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, k)
+		s.removeEmptyParents(bucket, filepath.Dir(p))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("remove unfinished uploads %s/%s: %w", bucket, prefix, err)
+	}
+	return removed, nil
+}
+
+// unfinishedUploads finds the temporary files under prefix. One in
+// directory "d/" is for some key "d/<name>", all of which start with prefix
+// exactly when "d/" does; one in a directory that prefix cuts through
+// (prefix "backups/b", directory "backups/") may be for "backups/c" as
+// well, and is left alone.
+func (s *Store) unfinishedUploads(ctx context.Context, bucket, prefix string) ([]string, error) {
+	var keys []string
+	err := s.walkPrefix(ctx, bucket, prefix, func(key string, d fs.DirEntry) {
+		if strings.HasPrefix(d.Name(), tempPrefix) && strings.HasPrefix(strings.TrimSuffix(key, d.Name()), prefix) {
+			keys = append(keys, key)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(keys)
+	return keys, nil
 }
 
 // CreateSignedURL returns a file:// URL: whoever can read the directory can

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +289,89 @@ func TestDeletePrunesEmptyDirectories(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(root, bucket))
 	if err != nil || len(entries) != 0 {
 		t.Errorf("bucket after deleting everything: %v, %v; want an empty directory", entries, err)
+	}
+}
+
+func TestUnfinishedUploads(t *testing.T) {
+	storagetest.RunUnfinishedUploads(t, func(t *testing.T) (storage.ObjectStore, string) {
+		s, _, bucket := newStore(t)
+		return s, bucket
+	})
+}
+
+// A process killed in PutObject leaves its temporary file, which nothing
+// lists and DeleteObject cannot name. RemoveUnfinishedUploads finds those
+// under a prefix, only those, and prunes the directories they leave empty.
+func TestRemoveUnfinishedUploadsLeftByAKilledWriter(t *testing.T) {
+	s, root, bucket := newStore(t)
+	ctx := t.Context()
+	bdir := filepath.Join(root, bucket)
+	plant := func(rel string) {
+		t.Helper()
+		p := filepath.Join(bdir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("half an object"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b holds nothing but an upload (a backup killed while writing its
+	// first file), in two directories; bc holds an upload and an object;
+	// the one in backups/ itself could be for any backup's name.
+	for _, rel := range []string{
+		"p/backups/b/" + tempPrefix + "1", "p/backups/b/deep/" + tempPrefix + "2",
+		"p/backups/bc/" + tempPrefix + "3", "p/backups/" + tempPrefix + "4",
+	} {
+		plant(rel)
+	}
+	if err := s.PutObject(ctx, bucket, "p/backups/bc/velero-backup.json", strings.NewReader("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutObject(ctx, bucket, "p/backups/bc/x", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	// Not a regular file: never ours to remove.
+	outside := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(outside, []byte("someone else's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(bdir, "p", "backups", "bc", tempPrefix+"link")); err != nil {
+		t.Fatal(err)
+	}
+
+	if got, err := s.ListObjects(ctx, bucket, "p/backups/b/"); err != nil || len(got) != 0 {
+		t.Errorf("ListObjects(p/backups/b/) = %q, %v; an unfinished upload is no object", got, err)
+	}
+	got, err := s.RemoveUnfinishedUploads(ctx, bucket, "p/backups/b/")
+	want := []string{"p/backups/b/" + tempPrefix + "1", "p/backups/b/deep/" + tempPrefix + "2"}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("RemoveUnfinishedUploads(p/backups/b/) = %q, %v; want %q", got, err, want)
+	}
+	if _, err := os.Stat(filepath.Join(bdir, "p", "backups", "b")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("backups/b/ after its uploads were removed: stat error %v, want it gone", err)
+	}
+
+	// Without the slash, backups/bc/ is under the prefix but backups/
+	// itself is not: its temporary file may be for backups/c.
+	got, err = s.RemoveUnfinishedUploads(ctx, bucket, "p/backups/b")
+	if want := []string{"p/backups/bc/" + tempPrefix + "3"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("RemoveUnfinishedUploads(p/backups/b) = %q, %v; want %q", got, err, want)
+	}
+	if got, err := s.ListUnfinishedUploads(ctx, bucket, ""); err != nil || !slices.Equal(got, []string{"p/backups/" + tempPrefix + "4"}) {
+		t.Errorf("ListUnfinishedUploads(\"\") = %q, %v; want only the one in backups/", got, err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("the symlink's target: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(bdir, "p", "backups", "bc", tempPrefix+"link")); err != nil {
+		t.Errorf("a symlink named like a temporary file was removed: %v", err)
+	}
+	if keys, err := s.ListObjects(ctx, bucket, ""); err != nil || !slices.Equal(keys, []string{"p/backups/bc/velero-backup.json", "p/backups/bc/x"}) {
+		t.Errorf("objects after the removals = %q, %v; want them untouched", keys, err)
+	}
+	// A prefix no key can start with finds nothing, and is no error.
+	if got, err := s.RemoveUnfinishedUploads(ctx, bucket, "p/../x/"); err != nil || len(got) != 0 {
+		t.Errorf("RemoveUnfinishedUploads(p/../x/) = %q, %v", got, err)
 	}
 }

@@ -82,7 +82,10 @@ type Store struct {
 	uploader *transfermanager.Client
 }
 
-var _ storage.ObjectStore = (*Store)(nil)
+var (
+	_ storage.ObjectStore       = (*Store)(nil)
+	_ storage.UnfinishedUploads = (*Store)(nil)
+)
 
 type settings struct {
 	region, s3URL, publicURL string
@@ -443,6 +446,65 @@ func (s *Store) DeleteObject(ctx context.Context, bucket, key string) error {
 	return nil
 }
 
+// ListUnfinishedUploads lists the multipart uploads under prefix that were
+// started and neither completed nor aborted. The transfer manager aborts
+// its own on every error it lives to see; the ones found were left by a
+// process that died mid-upload (their parts are stored, and billed, until
+// aborted), or belong to an upload still running.
+func (s *Store) ListUnfinishedUploads(ctx context.Context, bucket, prefix string) ([]string, error) {
+	var keys []string
+	err := s.eachUnfinishedUpload(ctx, bucket, prefix, func(u types.MultipartUpload) error {
+		keys = append(keys, aws.ToString(u.Key))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list unfinished uploads %s/%s: %w", bucket, prefix, err)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// RemoveUnfinishedUploads aborts the multipart uploads under prefix, which
+// deletes the parts they stored. An upload gone in the meantime counts as
+// removed.
+func (s *Store) RemoveUnfinishedUploads(ctx context.Context, bucket, prefix string) ([]string, error) {
+	var removed []string
+	var errs []error
+	err := s.eachUnfinishedUpload(ctx, bucket, prefix, func(u types.MultipartUpload) error {
+		_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId})
+		if err != nil && !isNoSuchUpload(err) {
+			if ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("abort upload %s of %s: %w", aws.ToString(u.UploadId), aws.ToString(u.Key), err))
+			return nil
+		}
+		removed = append(removed, aws.ToString(u.Key))
+		return nil
+	})
+	slices.Sort(removed)
+	if err := errors.Join(append(errs, err)...); err != nil {
+		return removed, fmt.Errorf("remove unfinished uploads %s/%s: %w", bucket, prefix, err)
+	}
+	return removed, nil
+}
+
+func (s *Store) eachUnfinishedUpload(ctx context.Context, bucket, prefix string, fn func(types.MultipartUpload) error) error {
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+	for p := s3.NewListMultipartUploadsPaginator(s.client, in); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, u := range page.Uploads {
+			if err := fn(u); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // CreateSignedURL presigns a GET, against publicUrl when the BSL sets one
 // (the address clients outside the cluster use).
 func (s *Store) CreateSignedURL(ctx context.Context, bucket, key string, ttl time.Duration) (string, error) {
@@ -468,4 +530,12 @@ func isNotFound(err error) bool {
 		}
 	}
 	return false
+}
+
+// isNoSuchUpload reports an upload that is not there (any more). Only
+// AbortMultipartUpload models the error, so its code is checked too.
+func isNoSuchUpload(err error) bool {
+	var nsu *types.NoSuchUpload
+	var ae smithy.APIError
+	return errors.As(err, &nsu) || (errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload")
 }

@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,71 @@ func TestConformanceWithoutChecksums(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) (storage.ObjectStore, string) {
 		return openStore(t, withConfig(map[string]string{KeyChecksumAlgorithm: ""}), srv.CredentialsFile()), srv.NewBucket(t)
 	})
+}
+
+func TestUnfinishedUploads(t *testing.T) {
+	needServer(t)
+	storagetest.RunUnfinishedUploads(t, func(t *testing.T) (storage.ObjectStore, string) {
+		return openStore(t, srv.BSLConfig(), srv.CredentialsFile()), srv.NewBucket(t)
+	})
+}
+
+// A process killed in the middle of a multipart upload leaves it started,
+// with its parts stored, and never completed or aborted: what the server
+// holds looks exactly like this.
+func TestRemoveUnfinishedUploadsOfAKilledWriter(t *testing.T) {
+	needServer(t)
+	s := openStore(t, srv.BSLConfig(), srv.CredentialsFile())
+	bucket := srv.NewBucket(t)
+	ctx := t.Context()
+	start := func(key string) string {
+		t.Helper()
+		out, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		if err != nil {
+			t.Fatalf("CreateMultipartUpload(%s): %v", key, err)
+		}
+		if _, err := s.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(key),
+			UploadId: out.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("the first part")}); err != nil {
+			t.Fatalf("UploadPart(%s): %v", key, err)
+		}
+		return aws.ToString(out.UploadId)
+	}
+	// Two uploads of one key (a retried upload, then the kill), one of a
+	// neighbour's.
+	first := start("lb/backups/b/b.tar.gz")
+	start("lb/backups/b/b.tar.gz")
+	start("lb/backups/bc/bc.tar.gz")
+	if err := s.PutObject(ctx, bucket, "lb/backups/b/velero-backup.json", strings.NewReader("{}")); err != nil {
+		t.Fatal(err)
+	}
+
+	want := []string{"lb/backups/b/b.tar.gz", "lb/backups/b/b.tar.gz"}
+	if got, err := s.ListUnfinishedUploads(ctx, bucket, "lb/backups/b/"); err != nil || !slices.Equal(got, want) {
+		t.Errorf("ListUnfinishedUploads = %q, %v; want %q", got, err, want)
+	}
+	if got, err := s.RemoveUnfinishedUploads(ctx, bucket, "lb/backups/b/"); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("RemoveUnfinishedUploads = %q, %v; want %q", got, err, want)
+	}
+	left, err := s.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Uploads) != 1 || aws.ToString(left.Uploads[0].Key) != "lb/backups/bc/bc.tar.gz" {
+		var keys []string
+		for _, u := range left.Uploads {
+			keys = append(keys, aws.ToString(u.Key))
+		}
+		t.Errorf("uploads left in the bucket: %q; want only the neighbour's", keys)
+	}
+	// Aborted for real: its parts are gone and it takes no more.
+	_, err = s.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String("lb/backups/b/b.tar.gz"),
+		UploadId: aws.String(first), PartNumber: aws.Int32(2), Body: strings.NewReader("more")})
+	if !isNoSuchUpload(err) {
+		t.Errorf("UploadPart to an aborted upload: error %v, want NoSuchUpload", err)
+	}
+	if ok, err := s.ObjectExists(ctx, bucket, "lb/backups/b/velero-backup.json"); err != nil || !ok {
+		t.Errorf("the finished object next to the uploads: exists %v, %v", ok, err)
+	}
 }
 
 func TestEachChecksumAlgorithm(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -409,5 +410,108 @@ func testSignedURL(t *testing.T, s storage.ObjectStore, bucket string) {
 	}
 	if string(got) != "signed content" {
 		t.Errorf("content behind the signed URL = %q, want %q", got, "signed content")
+	}
+}
+
+// RunUnfinishedUploads checks a store's storage.UnfinishedUploads with
+// uploads in flight, which a store cannot tell from those of a process that
+// died mid-write: only those under the prefix are found and removed, the
+// others and every finished object stay.
+func RunUnfinishedUploads(t *testing.T, newStore NewStore) {
+	s, bucket := newStore(t)
+	uu, ok := s.(storage.UnfinishedUploads)
+	if !ok {
+		t.Fatalf("%T does not implement storage.UnfinishedUploads", s)
+	}
+	ctx := t.Context()
+	putAll(t, s, bucket, "backups/a/velero-backup.json", "backups/ab/velero-backup.json")
+	if got, err := uu.ListUnfinishedUploads(ctx, bucket, ""); err != nil || len(got) != 0 {
+		t.Fatalf("ListUnfinishedUploads with only finished objects = %q, %v; want nothing", got, err)
+	}
+	// "backups/a" is a prefix of "backups/ab" but "backups/a/" is not.
+	a := startUpload(t, s, bucket, "backups/a/a.tar.gz")
+	ab := startUpload(t, s, bucket, "backups/ab/ab.tar.gz")
+	var all []string
+	deadline := time.Now().Add(time.Minute)
+	for len(all) < 2 && time.Now().Before(deadline) {
+		var err error
+		if all, err = uu.ListUnfinishedUploads(ctx, bucket, "backups/"); err != nil {
+			t.Fatalf("ListUnfinishedUploads: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(all) != 2 || !strings.HasPrefix(all[0], "backups/a/") || !strings.HasPrefix(all[1], "backups/ab/") {
+		t.Fatalf("ListUnfinishedUploads(backups/) with two uploads in flight = %q; want one under backups/a/, one under backups/ab/", all)
+	}
+	if got, err := uu.ListUnfinishedUploads(ctx, bucket, "backups/a/"); err != nil || !slices.Equal(got, all[:1]) {
+		t.Errorf("ListUnfinishedUploads(backups/a/) = %q, %v; want %q", got, err, all[:1])
+	}
+
+	removed, err := uu.RemoveUnfinishedUploads(ctx, bucket, "backups/a/")
+	if err != nil || !slices.Equal(removed, all[:1]) {
+		t.Fatalf("RemoveUnfinishedUploads(backups/a/) = %q, %v; want %q", removed, err, all[:1])
+	}
+	if got, err := uu.ListUnfinishedUploads(ctx, bucket, "backups/"); err != nil || !slices.Equal(got, all[1:]) {
+		t.Errorf("after the removal, ListUnfinishedUploads(backups/) = %q, %v; want only %q", got, err, all[1:])
+	}
+	if err := a.end(errors.New("writer gone")); err == nil {
+		t.Errorf("the removed upload of backups/a/a.tar.gz still succeeded")
+	}
+	if err := ab.end(nil); err != nil {
+		t.Errorf("the upload under backups/ab/, not removed, failed: %v", err)
+	}
+	if got, err := s.ListObjects(ctx, bucket, "backups/"); err != nil ||
+		!slices.Equal(got, []string{"backups/a/velero-backup.json", "backups/ab/ab.tar.gz", "backups/ab/velero-backup.json"}) {
+		t.Errorf("ListObjects(backups/) = %q, %v; want both finished objects and the finished upload", got, err)
+	}
+	for _, prefix := range []string{"", "backups/a/"} {
+		if got, err := uu.ListUnfinishedUploads(ctx, bucket, prefix); err != nil || len(got) != 0 {
+			t.Errorf("ListUnfinishedUploads(%q) at the end = %q, %v; want nothing", prefix, got, err)
+		}
+		if got, err := uu.RemoveUnfinishedUploads(ctx, bucket, prefix); err != nil || len(got) != 0 {
+			t.Errorf("RemoveUnfinishedUploads(%q) with nothing to remove = %q, %v", prefix, got, err)
+		}
+	}
+}
+
+// upload is a PutObject in flight, fed through a pipe.
+type upload struct {
+	w    *io.PipeWriter
+	fed  chan error
+	done chan error
+}
+
+// startUpload starts a PutObject of key and feeds it more than one part of
+// an S3 multipart upload, so that every store has begun storing it; the
+// upload then waits for end.
+func startUpload(t *testing.T, s storage.ObjectStore, bucket, key string) *upload {
+	t.Helper()
+	pr, pw := io.Pipe()
+	u := &upload{w: pw, fed: make(chan error, 1), done: make(chan error, 1)}
+	go func() { u.done <- s.PutObject(context.WithoutCancel(t.Context()), bucket, key, pr) }()
+	go func() {
+		_, err := io.Copy(pw, io.LimitReader(rand.NewChaCha8([32]byte{5}), 17<<20))
+		u.fed <- err
+	}()
+	t.Cleanup(func() { pw.CloseWithError(errors.New("test ended")) })
+	return u
+}
+
+// end ends the upload's body, normally (err nil) or with err, and returns
+// what PutObject returned.
+func (u *upload) end(err error) error {
+	if err == nil {
+		if ferr := <-u.fed; ferr != nil {
+			return fmt.Errorf("feeding the upload: %w", ferr)
+		}
+		u.w.Close()
+	} else {
+		u.w.CloseWithError(err)
+	}
+	select {
+	case err := <-u.done:
+		return err
+	case <-time.After(time.Minute):
+		return errors.New("PutObject did not return within a minute of its body ending")
 	}
 }
