@@ -48,6 +48,10 @@ type Engine struct {
 	// Client reads what volume decisions need (the resource policy,
 	// claims, pods, snapshot locations).
 	Client crclient.Client
+	// Limits are the restore's and deletion's archive limits: a backup
+	// that passes them fails here, naming the item, instead of being
+	// written and then refused when it is restored or deleted.
+	Limits archive.Limits
 }
 
 // NewEngine builds an engine over the cluster cfg points at.
@@ -250,6 +254,11 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	werr := r.writeArchive(ctx, p, pw)
 	pw.CloseWithError(werr)
 	uerr := <-uploadDone
+	if werr != nil && errors.Is(uerr, werr) {
+		// The upload stopped because the archive did (an item past the
+		// archive limits, say): that is the cause to report.
+		return werr
+	}
 	if uerr != nil {
 		return fmt.Errorf("uploading the backup archive: %w", uerr)
 	}
@@ -264,7 +273,7 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 	if r.b.Status.StartTimestamp != nil {
 		startedAt = r.b.Status.StartTimestamp.Time
 	}
-	aw := archive.NewWriter(w, startedAt)
+	aw := archive.NewWriter(w, startedAt, r.e.Limits)
 	if err := aw.WriteVersion(); err != nil {
 		return fmt.Errorf("writing the archive: %w", err)
 	}

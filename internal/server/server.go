@@ -90,11 +90,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	engine.Plugins = plugins
+	engine.Limits = opts.ArchiveLimits
 	restoreEngine, err := restore.NewEngine(cfg, log.With("component", "restore"))
 	if err != nil {
 		return err
 	}
 	restoreEngine.Plugins = plugins
+	restoreEngine.Limits = opts.ArchiveLimits
 	resolver := &locations.Resolver{
 		Client:         mgr.GetClient(),
 		SecretReader:   mgr.GetAPIReader(),
