@@ -7,7 +7,7 @@ BIN := bin/lifeboat
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/lifeboat-io/lifeboat/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build generate test test-unit cluster demo bench tools lint clean
+.PHONY: build generate test test-unit fuzz cluster demo bench tools lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lifeboat
@@ -25,10 +25,20 @@ tools:
 	hack/cluster-bins.sh >/dev/null
 	hack/versitygw.sh >/dev/null
 
-# Everything: unit, envtest and end-to-end tests.
+# Everything: unit, envtest and end-to-end tests, then each fuzz target briefly.
 test: tools
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) fuzz
+
+# The parsers of untrusted input, each fuzzed for FUZZTIME (go test -fuzz
+# takes one package and one target at a time). Their seeds, and any input
+# that once failed (testdata/fuzz/), also run as plain tests in `make test`.
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./internal/archive
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/policy
+	$(GO) test -run '^$$' -fuzz '^FuzzSelectors$$' -fuzztime $(FUZZTIME) ./internal/selection
 
 test-unit:
 	$(GO) test -count=1 -short ./...

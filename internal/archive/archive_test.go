@@ -33,7 +33,7 @@ var (
 func writeArchive(t testing.TB, items ...item) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w := NewWriter(&buf, testTime)
+	w := NewWriter(&buf, testTime, Limits{})
 	if err := w.WriteVersion(); err != nil {
 		t.Fatalf("WriteVersion: %v", err)
 	}
@@ -148,7 +148,7 @@ func TestWriteItemRefusesBadRefs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := NewWriter(io.Discard, testTime)
+			w := NewWriter(io.Discard, testTime, Limits{})
 			if err := w.WriteItem(tc.ref, []byte("{}")); err == nil {
 				t.Fatalf("WriteItem(%+v) succeeded", tc.ref)
 			}
@@ -365,7 +365,7 @@ func (l *loop) Read(p []byte) (int, error) {
 }
 
 // bomb builds an archive whose entries inflate to size bytes each.
-func bomb(t *testing.T, size int64, names ...string) []byte {
+func bomb(t testing.TB, size int64, names ...string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz, err := stdgzip.NewWriterLevel(&buf, stdgzip.BestSpeed)
@@ -561,7 +561,7 @@ func BenchmarkWriteItem(b *testing.B) {
 	for i := range refs {
 		refs[i] = ItemRef{GroupResource: "configmaps", Version: "v1", Namespace: fmt.Sprintf("ns-%d", i%20), Name: fmt.Sprintf("cm-%d", i)}
 	}
-	w := NewWriter(io.Discard, testTime)
+	w := NewWriter(io.Discard, testTime, Limits{})
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -11,43 +11,6 @@ import (
 	"github.com/klauspost/compress/gzip"
 )
 
-// Defaults for Limits fields left at zero.
-const (
-	DefaultMaxEntryBytes int64 = 64 << 20
-	DefaultMaxTotalBytes int64 = 50 << 30
-)
-
-// Limits bound what a Reader accepts, so that a hostile or corrupt archive
-// (a gzip bomb, a header claiming a huge file) fails fast instead of
-// exhausting memory or disk. Zero means the default.
-type Limits struct {
-	// MaxEntryBytes bounds one entry's size; an entry is read into memory.
-	MaxEntryBytes int64
-	// MaxTotalBytes bounds the whole uncompressed tar stream, headers and
-	// padding included.
-	MaxTotalBytes int64
-	// MaxRatio, when positive, bounds how many times larger the unpacked
-	// stream may grow than the compressed bytes read so far, once it has
-	// passed RatioGrace. Item JSON compresses perhaps 5-40 times; a
-	// decompression bomb a thousand. This catches a bomb after a few hundred
-	// MiB instead of at MaxTotalBytes.
-	MaxRatio int64
-}
-
-// RatioGrace is the unpacked size below which MaxRatio is not checked:
-// small archives of repetitive items may compress very well.
-const RatioGrace int64 = 256 << 20
-
-func (l Limits) withDefaults() Limits {
-	if l.MaxEntryBytes <= 0 {
-		l.MaxEntryBytes = DefaultMaxEntryBytes
-	}
-	if l.MaxTotalBytes <= 0 {
-		l.MaxTotalBytes = DefaultMaxTotalBytes
-	}
-	return l
-}
-
 // Entry is one file of the archive.
 type Entry struct {
 	// Path is the entry's name in the archive, e.g. "metadata/version".
@@ -68,7 +31,12 @@ type Reader struct {
 	tr     *tar.Reader
 	count  *countingReader
 	limits Limits
-	err    error
+	// data counts the entry bytes handed out, as read from archive/tar
+	// rather than as headers claim them. With sparse entries refused it
+	// stays below the stream count; it is bounded on its own so that no
+	// future expansion inside archive/tar can slip past MaxTotalBytes.
+	data int64
+	err  error
 }
 
 // NewReader reads the gzip header from r and returns a Reader for the
@@ -79,8 +47,8 @@ func NewReader(r io.Reader, limits Limits) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("archive: open gzip stream: %w", err)
 	}
-	limits = limits.withDefaults()
-	count := &countingReader{r: gz, limit: limits.MaxTotalBytes, ratio: limits.MaxRatio, compressed: compressed}
+	limits = limits.WithDefaults()
+	count := &countingReader{r: gz, limits: limits, limit: limits.MaxTotalBytes, ratio: limits.MaxRatio, compressed: compressed}
 	return &Reader{gz: gz, tr: tar.NewReader(count), count: count, limits: limits}, nil
 }
 
@@ -113,6 +81,12 @@ func (r *Reader) next() (Entry, error) {
 			return Entry{}, fmt.Errorf("archive: read entry header after %d bytes: %w", r.count.n, err)
 		}
 		name := hdr.Name
+		if sparse := sparseFormat(hdr); sparse != "" {
+			// archive/tar fills a sparse file's holes with zeros as it
+			// reads, so a few blocks can claim gigabytes that the stream
+			// does not hold. Neither Lifeboat nor Velero writes them.
+			return Entry{}, fmt.Errorf("archive: entry %q: %w sparse file (%s); backup archives hold items as plain files", name, ErrUnsupportedType, sparse)
+		}
 		switch hdr.Typeflag {
 		case tar.TypeXGlobalHeader:
 			continue
@@ -130,15 +104,17 @@ func (r *Reader) next() (Entry, error) {
 			return Entry{}, fmt.Errorf("archive: entry %q: %w", name, err)
 		}
 		if hdr.Size > r.limits.MaxEntryBytes {
-			return Entry{}, fmt.Errorf("archive: entry %q: %w: claims %d bytes, limit is %d", name, ErrTooLarge, hdr.Size, r.limits.MaxEntryBytes)
+			return Entry{}, fmt.Errorf("archive: entry %q: %w: claims %d bytes, over %s", name, ErrTooLarge, hdr.Size, r.limits.entryLimit())
 		}
 		// Checked against the header before any data is inflated, so a
 		// bomb fails at its first oversized entry.
-		if hdr.Size > r.count.limit-r.count.n {
-			return Entry{}, fmt.Errorf("archive: entry %q: %w: %d bytes would pass the archive limit of %d uncompressed bytes", name, ErrTooLarge, hdr.Size, r.limits.MaxTotalBytes)
+		if hdr.Size > r.count.limit-r.count.n || hdr.Size > r.limits.MaxTotalBytes-r.data {
+			return Entry{}, fmt.Errorf("archive: entry %q: %w: its %d bytes would pass %s", name, ErrTooLarge, hdr.Size, r.limits.totalLimit())
 		}
 		data := make([]byte, hdr.Size)
-		if _, err := io.ReadFull(r.tr, data); err != nil {
+		n, err := io.ReadFull(r.tr, data)
+		r.data += int64(n)
+		if err != nil {
 			return Entry{}, fmt.Errorf("archive: read entry %q: %w", name, err)
 		}
 		e := Entry{Path: p, Data: data}
@@ -198,28 +174,51 @@ func typeName(t byte) string {
 		return "block device"
 	case tar.TypeFifo:
 		return "fifo"
-	case tar.TypeGNUSparse:
-		return "sparse file"
 	}
 	return fmt.Sprintf("type %q", t)
+}
+
+// sparseFormat names the GNU sparse format hdr uses, or returns "" for a
+// plain file. archive/tar keeps the old format's typeflag and the PAX
+// formats' GNU.sparse.* records, whichever version wrote them.
+func sparseFormat(hdr *tar.Header) string {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return "old GNU format"
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			if major, minor := hdr.PAXRecords["GNU.sparse.major"], hdr.PAXRecords["GNU.sparse.minor"]; major != "" {
+				return "GNU PAX format " + major + "." + minor
+			}
+			return "GNU PAX format 0.x"
+		}
+	}
+	return ""
 }
 
 // countingReader counts the uncompressed tar stream and stops it at limit,
 // which bounds header blocks and padding as well as file data.
 type countingReader struct {
-	r     io.Reader
-	n     int64
-	limit int64
+	r      io.Reader
+	n      int64
+	limit  int64
+	limits Limits
 	// ratio and compressed, when set, bound n against the compressed bytes.
 	ratio      int64
 	compressed *countingReader
 }
 
-var errStreamTooLarge = errors.New("uncompressed archive passes its size limit")
+var errStreamTooLarge = errors.New("the archive goes past")
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	if c.n >= c.limit {
-		return 0, fmt.Errorf("%w: %w of %d bytes", ErrTooLarge, errStreamTooLarge, c.limit)
+		// A stream may end exactly at the limit, as one the Writer wrote
+		// up to it does: only a byte past the limit is too much.
+		var probe [1]byte
+		if _, err := io.ReadFull(c.r, probe[:]); err != nil {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: %w %s", ErrTooLarge, errStreamTooLarge, c.limits.totalLimit())
 	}
 	if rem := c.limit - c.n; int64(len(p)) > rem {
 		p = p[:rem]
@@ -227,8 +226,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	if c.ratio > 0 && c.n > RatioGrace && c.n > c.ratio*c.compressed.n {
-		return n, fmt.Errorf("%w: %d MiB unpacked from %d KiB is more than %d times its compressed size; refusing it as a likely decompression bomb",
-			ErrTooLarge, c.n>>20, c.compressed.n>>10, c.ratio)
+		return n, fmt.Errorf("%w: %d MiB unpacked from %d KiB is %s; refusing it as a likely decompression bomb",
+			ErrTooLarge, c.n>>20, c.compressed.n>>10, c.limits.ratioLimit())
 	}
 	return n, err
 }

@@ -50,6 +50,10 @@ type Engine struct {
 	Client crclient.Client
 	// WorkDir holds the run logs; "" is the system temp dir.
 	WorkDir string
+	// Limits are the restore's and deletion's archive limits: a backup
+	// that passes them fails here, naming the item, instead of being
+	// written and then refused when it is restored or deleted.
+	Limits archive.Limits
 }
 
 // NewEngine builds an engine over the cluster cfg points at.
@@ -266,6 +270,11 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	werr := r.writeArchive(ctx, p, pw)
 	pw.CloseWithError(werr)
 	uerr := <-uploadDone
+	if werr != nil && errors.Is(uerr, werr) {
+		// The upload stopped because the archive did (an item past the
+		// archive limits, say): that is the cause to report.
+		return werr
+	}
 	if uerr != nil {
 		return fmt.Errorf("uploading the backup archive: %w", uerr)
 	}
@@ -280,7 +289,7 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 	if r.b.Status.StartTimestamp != nil {
 		startedAt = r.b.Status.StartTimestamp.Time
 	}
-	aw := archive.NewWriter(w, startedAt)
+	aw := archive.NewWriter(w, startedAt, r.e.Limits)
 	if err := aw.WriteVersion(); err != nil {
 		return fmt.Errorf("writing the archive: %w", err)
 	}

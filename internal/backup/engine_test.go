@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/internal/storage/filesystem"
 )
@@ -246,5 +247,53 @@ func TestRunStopsWithItsContext(t *testing.T) {
 		if strings.HasSuffix(k, ".tar.gz") {
 			t.Errorf("a stopped backup left its tarball: %s", k)
 		}
+	}
+}
+
+// A backup the server's restores and deletions would refuse fails when it
+// is written, naming the item and the flag, and leaves no tarball that a
+// restore could later trip over.
+func TestRunFailsOnAnItemPastTheArchiveLimits(t *testing.T) {
+	tests := []struct {
+		name   string
+		big    bool
+		limits archive.Limits
+		want   []string
+	}{
+		{
+			name:   "one item",
+			big:    true,
+			limits: archive.Limits{MaxEntryBytes: 100 << 10},
+			want:   []string{"writing the archive: archive: item", "configmaps/namespaces/NS/big.json", "--max-item-size=100Ki"},
+		},
+		{
+			name:   "the whole archive",
+			limits: archive.Limits{MaxTotalBytes: 64 << 10},
+			want:   []string{"writing the archive: archive: item", "configmaps/namespaces/NS/cm-00", "--max-archive-size=64Ki"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 30)
+			if tc.big {
+				big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "big"}, Data: map[string]string{"v": strings.Repeat("x", 200<<10)}}
+				if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(f.ns).Create(context.Background(), big, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.engine.Limits = tc.limits
+			out := f.engine.Run(context.Background(), f.backup("limited"), f.store, nil)
+			if out.Phase != v1.BackupPhaseFailed {
+				t.Fatalf("outcome %+v, want Failed", out)
+			}
+			for _, want := range tc.want {
+				if want = strings.ReplaceAll(want, "NS", f.ns); !strings.Contains(out.FailureReason, want) {
+					t.Errorf("failure reason %q does not name %q", out.FailureReason, want)
+				}
+			}
+			if got := strings.Join(f.keys(t, "limited"), ","); got != "limited-logs.gz,velero-backup.json" {
+				t.Errorf("left behind %q", got)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 
+	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
 	"github.com/lifeboat-io/lifeboat/internal/server"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
@@ -178,7 +179,8 @@ func TestServerFlags(t *testing.T) {
 		"--plugin-dir", "/opt/plugins", "--plugin-timeout", "DeleteItemAction=2m", "--item-operation-sync-frequency", "3s",
 		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json",
 		"--delete-item-action-workers", "4", "--deletion-max-attempts", "3", "--deletion-retry-base", "10s",
-		"--plugin-max-message-size", "256Mi", "--plugin-idle-timeout", "1m")
+		"--plugin-max-message-size", "256Mi", "--plugin-idle-timeout", "1m",
+		"--max-item-size", "1Mi", "--max-archive-size", "2G", "--max-archive-ratio", "50")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +192,7 @@ func TestServerFlags(t *testing.T) {
 		ItemOperationSyncFrequency: 3 * time.Second, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
 		DeleteItemActionWorkers: 4, DeletionMaxAttempts: 3, DeletionRetryBase: 10 * time.Second,
 		PluginMaxMessageSize: 256 << 20, PluginIdleTimeout: time.Minute,
+		ArchiveLimits: archive.Limits{MaxEntryBytes: 1 << 20, MaxTotalBytes: 2e9, MaxRatio: 50},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flags:\n got %+v\nwant %+v", got, want)
@@ -207,6 +210,12 @@ func TestServerFlags(t *testing.T) {
 		{"--plugin-max-message-size", "2Gi"},
 		{"--plugin-max-message-size", "lots"},
 		{"--plugin-idle-timeout", "0s"},
+		{"--max-item-size", "0"},
+		{"--max-item-size", "lots"},
+		{"--max-item-size", "1.5"},
+		{"--max-item-size", "30Gi"},
+		{"--max-archive-size", "-1Gi"},
+		{"--max-archive-ratio", "0"},
 	} {
 		err := runReal(t, append([]string{"server", "--kubeconfig", kubeconfig}, bad...)...)
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "--")) {

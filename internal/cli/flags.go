@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -32,6 +33,31 @@ func (b *optionalBool) Set(s string) error {
 }
 
 func (b *optionalBool) Type() string { return "bool" }
+
+// byteSize is a size flag written as a Kubernetes quantity: 64Mi, 20Gi,
+// 1500000000.
+type byteSize struct {
+	value *int64
+}
+
+func (b byteSize) String() string {
+	return resource.NewQuantity(*b.value, resource.BinarySI).String()
+}
+
+func (b byteSize) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("want a size such as 64Mi or 20Gi: %w", err)
+	}
+	n, ok := q.AsInt64()
+	if !ok {
+		return fmt.Errorf("%s is not a whole number of bytes that fits in 64 bits", s)
+	}
+	*b.value = n
+	return nil
+}
+
+func (b byteSize) Type() string { return "quantity" }
 
 // parseSelector parses a label selector given to flag, naming the flag in
 // the error.

@@ -125,7 +125,7 @@ func (o *policyExplainOptions) run(cmd *cobra.Command, f *Factory) error {
 		if err != nil {
 			return fmt.Errorf("--policy-file: %w", err)
 		}
-		p, err := parsePolicyFile(data)
+		p, err := policy.ParseFile(data)
 		if err != nil {
 			return fmt.Errorf("--policy-file %s: invalid resource policy:\n%w", o.policyFile, err)
 		}

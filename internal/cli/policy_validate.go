@@ -7,8 +7,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/lifeboat-io/lifeboat/pkg/policy"
 )
@@ -41,7 +39,7 @@ func newPolicyValidateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := parsePolicyFile(data)
+			p, err := policy.ParseFile(data)
 			var invalid *policy.ValidationError
 			if errors.As(err, &invalid) {
 				out := cmd.OutOrStdout()
@@ -60,29 +58,27 @@ func newPolicyValidateCommand() *cobra.Command {
 	}
 }
 
+// readPolicyFile reads at most policy.MaxFileBytes, so a wrong file name
+// (a disk image, /dev/zero) fails at once instead of filling memory.
 func readPolicyFile(cmd *cobra.Command, name string) ([]byte, error) {
-	if name == "-" {
-		return io.ReadAll(cmd.InOrStdin())
+	var r io.Reader = cmd.InOrStdin()
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
 	}
-	return os.ReadFile(name)
-}
-
-// parsePolicyFile accepts what users have at hand: the policy itself, or
-// the ConfigMap manifest they apply (or got from kubectl get -o yaml).
-func parsePolicyFile(data []byte) (*policy.Policies, error) {
-	var head struct {
-		Kind string `json:"kind"`
+	data, err := io.ReadAll(io.LimitReader(r, policy.MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
-	// A file that is not YAML at all is reported by policy.Parse, with the
-	// same message a backup would show.
-	if yaml.Unmarshal(data, &head) != nil || head.Kind != "ConfigMap" {
-		return policy.Parse(data)
+	if len(data) > policy.MaxFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB; a resource policy (or its ConfigMap manifest) is smaller, since a ConfigMap holds at most %d MiB",
+			name, policy.MaxFileBytes>>20, policy.MaxBytes>>20)
 	}
-	cm := &corev1.ConfigMap{}
-	if err := yaml.Unmarshal(data, cm); err != nil {
-		return nil, fmt.Errorf("not a valid ConfigMap manifest: %w", err)
-	}
-	return policy.FromConfigMap(cm)
+	return data, nil
 }
 
 func plural(n int, one, many string) string {

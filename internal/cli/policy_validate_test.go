@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writePolicyFile(t *testing.T, content string) string {
@@ -174,4 +177,54 @@ func indent(s, prefix string) string {
 		lines[i] = prefix + l
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// A few hundred bytes of nested YAML aliases stand for billions of values;
+// validate must refuse them at once, as the server does, whether they are
+// in the policy or in the ConfigMap manifest around it (whose decoder
+// would expand them too).
+func TestPolicyValidateRefusesAliasBombs(t *testing.T) {
+	bomb := func(indent string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%sl0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n", indent)
+		for i := 1; i <= 9; i++ {
+			refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", ")
+			fmt.Fprintf(&b, "%sl%d: &l%d [%s]\n", indent, i, i, refs)
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name    string
+		content string
+		want    string
+	}{
+		{
+			name:    "in the policy",
+			content: "version: v1\nvolumePolicies:\n- action:\n    type: custom\n    parameters:\n" + bomb("      "),
+			want:    "volumePolicies[0].action.parameters.l4[7]: the YAML alias *l3 makes the policy hold more than 100000 values",
+		},
+		{
+			name: "in the manifest",
+			content: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: volume-policy\n  annotations:\n" + bomb("    ") +
+				"data:\n  policy.yaml: |\n" + indent(validPolicy, "    "),
+			want: "metadata.annotations.l4[7]: the YAML alias *l3 makes the policy hold more than 100000 values",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writePolicyFile(t, tt.content)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			out, _, err := run(t, newTestFactory(nil), "policy", "validate", path)
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.HasPrefix(out, tt.want) {
+				t.Errorf("output %q, error %v; want %q", out, err, tt.want)
+			}
+			if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 8<<20 || took > 5*time.Second {
+				t.Errorf("took %v and %d MiB to refuse %d bytes", took, allocated>>20, len(tt.content))
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
 	"github.com/lifeboat-io/lifeboat/internal/server"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
@@ -55,6 +56,9 @@ func newServerCommand(f *Factory) *cobra.Command {
 			if opts.DeletionRetryBase <= 0 {
 				return fmt.Errorf("invalid --deletion-retry-base %s: must be a positive duration such as 30s", opts.DeletionRetryBase)
 			}
+			if err := validateArchiveLimits(opts.ArchiveLimits); err != nil {
+				return err
+			}
 			timeouts, err := parsePluginTimeouts(pluginTimeouts)
 			if err != nil {
 				return err
@@ -91,6 +95,12 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.IntVar(&opts.DeleteItemActionWorkers, "delete-item-action-workers", opts.DeleteItemActionWorkers, "concurrent DeleteItemAction calls while a backup is deleted")
 	fl.IntVar(&opts.DeletionMaxAttempts, "deletion-max-attempts", opts.DeletionMaxAttempts, "attempts at a backup deletion before its request ends Failed")
 	fl.DurationVar(&opts.DeletionRetryBase, "deletion-retry-base", opts.DeletionRetryBase, "wait after a failed deletion attempt; doubles after each further one (at most 1h)")
+	fl.Var(byteSize{&opts.ArchiveLimits.MaxEntryBytes}, archive.FlagMaxEntryBytes,
+		"largest item (one object's JSON) a backup archive may hold; backups fail on a larger one, restores and deletions refuse it")
+	fl.Var(byteSize{&opts.ArchiveLimits.MaxTotalBytes}, archive.FlagMaxTotalBytes,
+		"largest a backup archive may unpack to, tar headers included; backups fail past it, restores (which spool the archive to disk) and deletions refuse it")
+	fl.Int64Var(&opts.ArchiveLimits.MaxRatio, archive.FlagMaxRatio, opts.ArchiveLimits.MaxRatio,
+		fmt.Sprintf("most times larger than its compressed size a backup archive may unpack to, once past %s; restores and deletions refuse more as a likely decompression bomb, backups fail on it", archive.Quantity(archive.RatioGrace)))
 	fl.StringVar(&opts.PluginDir, "plugin-dir", opts.PluginDir, "directory searched (recursively) for plugin binaries")
 	fl.StringToStringVar(&pluginTimeouts, "plugin-timeout", nil, "per-kind bound on one plugin call, e.g. DeleteItemAction=2m,BackupItemAction=30s (0 for none); ObjectStore uploads and downloads are bound by their progress, not their length")
 	fl.StringVar(&pluginMaxMessageSize, "plugin-max-message-size", pluginMaxMessageSize, "largest gRPC message the server accepts from a plugin, e.g. 256Mi (4Mi to 2Gi-1)")
@@ -116,6 +126,26 @@ func parsePluginMaxMessageSize(in string) (int64, error) {
 		return 0, fmt.Errorf("invalid --plugin-max-message-size %s: %w", in, err)
 	}
 	return q.Value(), nil
+}
+
+// validateArchiveLimits checks the archive limit flags. Zero would quietly
+// mean the default further down, so it is refused like any other value
+// that makes no sense.
+func validateArchiveLimits(l archive.Limits) error {
+	if l.MaxEntryBytes <= 0 {
+		return fmt.Errorf("invalid --%s %s: must be a positive size such as 64Mi", archive.FlagMaxEntryBytes, archive.Quantity(l.MaxEntryBytes))
+	}
+	if l.MaxTotalBytes <= 0 {
+		return fmt.Errorf("invalid --%s %s: must be a positive size such as 20Gi", archive.FlagMaxTotalBytes, archive.Quantity(l.MaxTotalBytes))
+	}
+	if l.MaxEntryBytes > l.MaxTotalBytes {
+		return fmt.Errorf("invalid --%s %s: larger than --%s %s, which bounds the whole archive",
+			archive.FlagMaxEntryBytes, archive.Quantity(l.MaxEntryBytes), archive.FlagMaxTotalBytes, archive.Quantity(l.MaxTotalBytes))
+	}
+	if l.MaxRatio < 1 {
+		return fmt.Errorf("invalid --%s %d: must be at least 1 (the default is %d)", archive.FlagMaxRatio, l.MaxRatio, archive.DefaultMaxRatio)
+	}
+	return nil
 }
 
 // parsePluginTimeouts reads --plugin-timeout kind=duration pairs.

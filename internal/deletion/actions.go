@@ -147,7 +147,7 @@ func (r *run) itemActions(ctx context.Context) error {
 	}
 
 	backup := r.in.Backup.Name
-	scanErr := scan(ctx, r.in.Store, backup, r.e.limits(), func(it *tarItem) error {
+	scanErr := scan(ctx, r.in.Store, backup, r.e.Limits, func(it *tarItem) error {
 		// Matching decodes the item's labels, so it happens outside the
 		// lock. Whether this position is done cannot change meanwhile: only
 		// calls for earlier positions are running.

@@ -37,9 +37,6 @@ const (
 	// items in the kill test when writes were 500 ms apart).
 	DefaultCheckpointInterval = 100 * time.Millisecond
 	DefaultCheckpointItems    = 1000
-	// maxRatio refuses archives that unpack to more than 200 times their
-	// compressed size, as the restore engine does.
-	maxRatio = 200
 	// MaxErrors bounds the errors a Result (and so a request's status)
 	// carries; the rest are counted.
 	MaxErrors = 20
@@ -106,7 +103,8 @@ type Engine struct {
 	// Every step's end is handed over too.
 	CheckpointInterval time.Duration
 	CheckpointItems    int
-	// Limits bound what is accepted from the tarball.
+	// Limits bound what is accepted from the tarball (zero fields:
+	// archive's defaults); the server gives its backup engine the same.
 	Limits archive.Limits
 	Log    *slog.Logger
 }
@@ -453,14 +451,6 @@ func (e *Engine) checkpointInterval() time.Duration {
 
 func (e *Engine) checkpointItems() int {
 	return cmp.Or(max(e.CheckpointItems, 0), DefaultCheckpointItems)
-}
-
-func (e *Engine) limits() archive.Limits {
-	l := e.Limits
-	if l.MaxRatio == 0 {
-		l.MaxRatio = maxRatio
-	}
-	return l
 }
 
 // actionNames returns the DeleteItemActions' names, sorted, each once.

@@ -635,7 +635,7 @@ func TestHundredThousandItemsInFlatMemory(t *testing.T) {
 	const n = 100_000
 	pr, pw := io.Pipe()
 	go func() {
-		aw := archive.NewWriter(pw, time.Unix(0, 0))
+		aw := archive.NewWriter(pw, time.Unix(0, 0), archive.Limits{})
 		err := aw.WriteVersion()
 		pad := make([]byte, 400)
 		for i := 0; i < n && err == nil; i++ {

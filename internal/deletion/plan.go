@@ -82,7 +82,7 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 		p.Actions = append(p.Actions, ActionPlan{Name: a.name, AppliesTo: a.selector, Items: []Item{}})
 	}
 	if stored != nil && len(actions) > 0 {
-		err := scan(ctx, stored, b.Name, e.limits(), func(it *tarItem) error {
+		err := scan(ctx, stored, b.Name, e.Limits, func(it *tarItem) error {
 			for i, a := range actions {
 				if a.matches(it) {
 					p.Actions[i].Items = append(p.Actions[i].Items, it.item())

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
@@ -19,20 +20,13 @@ import (
 type Engine struct {
 	cfg *rest.Config
 	log *slog.Logger
-	// Limits bound what a backup's archive may unpack to.
-	Limits Limits
+	// Limits bound what a backup's archive may unpack to (zero fields:
+	// archive's defaults); the server gives its backup engine the same.
+	Limits archive.Limits
 	// Plugins supplies restore item actions; nil runs none.
 	Plugins Plugins
 	// WorkDir holds the spools and run logs; "" is the system temp dir.
 	WorkDir string
-}
-
-// Limits bound the work one restore may do on local disk.
-type Limits struct {
-	// MaxEntryBytes bounds one file of the archive.
-	MaxEntryBytes int64
-	// MaxTotalBytes bounds the archive's unpacked size.
-	MaxTotalBytes int64
 }
 
 // NewEngine builds an engine over the cluster cfg points at.

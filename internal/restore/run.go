@@ -33,16 +33,6 @@ import (
 // of one type do not depend on each other; types are restored in order.
 const createWorkers = 8
 
-// Defaults for Limits left at zero.
-const (
-	defaultMaxEntryBytes int64 = 64 << 20
-	defaultMaxTotalBytes int64 = 20 << 30
-	// maxRatio refuses archives that unpack to more than 200 times their
-	// compressed size (past archive.RatioGrace): backups compress 5-40
-	// times, decompression bombs a thousand.
-	maxRatio = 200
-)
-
 type run struct {
 	e        *Engine
 	rs       *v1.Restore
@@ -121,17 +111,6 @@ func (e *Engine) newRun(rs *v1.Restore, b *v1.Backup, store *storage.BackupStore
 
 func (r *run) close() { r.log.Discard() }
 
-func (r *run) limits() archive.Limits {
-	l := archive.Limits{MaxEntryBytes: r.e.Limits.MaxEntryBytes, MaxTotalBytes: r.e.Limits.MaxTotalBytes, MaxRatio: maxRatio}
-	if l.MaxEntryBytes <= 0 {
-		l.MaxEntryBytes = defaultMaxEntryBytes
-	}
-	if l.MaxTotalBytes <= 0 {
-		l.MaxTotalBytes = defaultMaxTotalBytes
-	}
-	return l
-}
-
 func (r *run) execute(ctx context.Context) error {
 	if err := r.types.refresh(); err != nil {
 		return err
@@ -158,7 +137,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading backup %q: %w", r.b.Name, err)
 	}
-	err = sp.fill(rc, r.limits(), keep)
+	err = sp.fill(rc, r.e.Limits, keep)
 	_ = rc.Close()
 	if err != nil {
 		return fmt.Errorf("reading the archive of backup %q: %w", r.b.Name, err)

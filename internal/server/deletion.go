@@ -32,6 +32,7 @@ func newDeletionReconciler(mgr ctrl.Manager, cfg *rest.Config, opts Options, plu
 		},
 		Resolver: discoveryResolver(dc),
 		Workers:  opts.DeleteItemActionWorkers,
+		Limits:   opts.ArchiveLimits,
 		Log:      log.With("component", "deletion"),
 	}
 	return &controller.DeleteBackupRequestReconciler{

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
@@ -48,6 +49,11 @@ type Options struct {
 	// DeletionRetryBase is the wait after a failed deletion attempt; it
 	// doubles after each further one (capped at an hour).
 	DeletionRetryBase time.Duration
+	// ArchiveLimits bound backup archives: restores and deletions refuse an
+	// archive past them (a hostile or corrupt one), and backups fail rather
+	// than write one, so that every backup this server takes can be
+	// restored and deleted by it.
+	ArchiveLimits archive.Limits
 	// PluginDir is scanned recursively for plugin binaries.
 	PluginDir string
 	// PluginTimeouts override the plugin host's per-kind call timeouts.
@@ -96,6 +102,7 @@ func DefaultOptions() Options {
 		DeleteItemActionWorkers:      8,
 		DeletionMaxAttempts:          5,
 		DeletionRetryBase:            30 * time.Second,
+		ArchiveLimits:                archive.DefaultLimits(),
 		LogLevel:                     "info",
 		LogFormat:                    "text",
 	}

@@ -104,12 +104,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	engine.Plugins = plugins
 	engine.WorkDir = work.Path()
+	engine.Limits = opts.ArchiveLimits
 	restoreEngine, err := restore.NewEngine(cfg, log.With("component", "restore"))
 	if err != nil {
 		return err
 	}
 	restoreEngine.Plugins = plugins
 	restoreEngine.WorkDir = work.Path()
+	restoreEngine.Limits = opts.ArchiveLimits
 	resolver := &locations.Resolver{
 		Client:         mgr.GetClient(),
 		SecretReader:   mgr.GetAPIReader(),

@@ -58,7 +58,12 @@ func FromConfigMap(cm *corev1.ConfigMap) (*Policies, error) {
 // a *ValidationError listing all of them.
 func Parse(data []byte) (*Policies, error) {
 	p := &parser{}
-	out := p.document(data)
+	var out *Policies
+	if len(data) > MaxBytes {
+		p.fail(nil, "", "the policy is %d bytes; a resource policy holds at most %d MiB, the most a ConfigMap can", len(data), MaxBytes>>20)
+	} else {
+		out = p.document(data)
+	}
 	if len(p.problems) > 0 {
 		// Keys are checked before their values, so sort to read top down.
 		slices.SortStableFunc(p.problems, func(a, b problem) int { return a.order - b.order })
@@ -131,6 +136,10 @@ func (p *parser) document(data []byte) *Policies {
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		p.fail(&extra, "", "the policy must be a single YAML document; remove everything after the first \"---\"")
+	}
+	// Everything below follows aliases; this bounds what that costs.
+	if !p.checkSize(&doc) {
+		return nil
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {

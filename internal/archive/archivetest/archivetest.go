@@ -106,3 +106,142 @@ func Tarball(w io.Writer, entries []Entry) error {
 	}
 	return zw.Close()
 }
+
+// SparseFormat is one of the ways GNU tar marks a sparse file.
+type SparseFormat int
+
+const (
+	// SparseOldGNU is the old GNU header, typeflag 'S', with the map in
+	// the header block.
+	SparseOldGNU SparseFormat = iota
+	// SparsePAX01 keeps the map in PAX records (GNU.sparse.map).
+	SparsePAX01
+	// SparsePAX10 keeps the map at the start of the entry's data.
+	SparsePAX10
+)
+
+func (f SparseFormat) String() string {
+	switch f {
+	case SparseOldGNU:
+		return "old GNU"
+	case SparsePAX01:
+		return "PAX 0.1"
+	case SparsePAX10:
+		return "PAX 1.0"
+	}
+	return fmt.Sprintf("SparseFormat(%d)", int(f))
+}
+
+// SparseName is the name of the i-th entry Sparse writes.
+func SparseName(i int) string {
+	return fmt.Sprintf("resources/configmaps/namespaces/sparse/cm-%d.json", i)
+}
+
+// Sparse writes a gzip'd tarball of n sparse entries named SparseName(i),
+// each a hole of expanded-1 bytes followed by one byte of data. Readers
+// that expand sparse files see n*expanded bytes; the stream itself holds a
+// few blocks per entry, so gigabytes fit in about a kilobyte. Go's
+// tar.Writer no longer writes sparse files, so the blocks are built by hand.
+func Sparse(w io.Writer, format SparseFormat, n int, expanded int64) error {
+	var tarball bytes.Buffer
+	for i := range n {
+		name := SparseName(i)
+		switch format {
+		case SparseOldGNU:
+			blk := ustarBlock(name, 'S', 1)
+			// GNU header: magic "ustar  \x00", the first sparse entry
+			// (offset 12 bytes, length 12 bytes) at 386, realsize at 483.
+			copy(blk[257:], "ustar  \x00")
+			putOctal(blk[386:398], expanded-1)
+			putOctal(blk[398:410], 1)
+			putOctal(blk[483:495], expanded)
+			writeBlock(&tarball, blk)
+			tarball.Write(padded([]byte("x")))
+		case SparsePAX01:
+			records := paxRecords(
+				"GNU.sparse.map", fmt.Sprintf("%d,1", expanded-1),
+				"GNU.sparse.numblocks", "1",
+				"GNU.sparse.size", fmt.Sprint(expanded),
+			)
+			writeBlock(&tarball, ustarBlock("PaxHeaders/"+fmt.Sprint(i), 'x', int64(len(records))))
+			tarball.Write(padded(records))
+			writeBlock(&tarball, ustarBlock(name, '0', 1))
+			tarball.Write(padded([]byte("x")))
+		case SparsePAX10:
+			records := paxRecords(
+				"GNU.sparse.major", "1",
+				"GNU.sparse.minor", "0",
+				"GNU.sparse.name", name,
+				"GNU.sparse.realsize", fmt.Sprint(expanded),
+			)
+			writeBlock(&tarball, ustarBlock("PaxHeaders/"+fmt.Sprint(i), 'x', int64(len(records))))
+			tarball.Write(padded(records))
+			sparseMap := padded(fmt.Appendf(nil, "1\n%d\n1\n", expanded-1))
+			writeBlock(&tarball, ustarBlock(fmt.Sprintf("GNUSparseFile.0/cm-%d.json", i), '0', int64(len(sparseMap))+1))
+			tarball.Write(sparseMap)
+			tarball.Write(padded([]byte("x")))
+		default:
+			return fmt.Errorf("unknown sparse format %d", format)
+		}
+	}
+	tarball.Write(make([]byte, 1024))
+	member, err := gzipMember(tarball.Bytes())
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(member)
+	return err
+}
+
+func ustarBlock(name string, typ byte, size int64) *[512]byte {
+	var blk [512]byte
+	copy(blk[0:100], name)
+	putOctal(blk[100:108], 0o644)
+	putOctal(blk[108:116], 0)
+	putOctal(blk[116:124], 0)
+	putOctal(blk[124:136], size)
+	putOctal(blk[136:148], 0)
+	blk[156] = typ
+	copy(blk[257:], "ustar\x0000")
+	return &blk
+}
+
+// writeBlock sets blk's checksum and appends it.
+func writeBlock(b *bytes.Buffer, blk *[512]byte) {
+	copy(blk[148:156], "        ")
+	var sum int64
+	for _, c := range blk {
+		sum += int64(c)
+	}
+	putOctal(blk[148:155], sum)
+	blk[155] = ' '
+	b.Write(blk[:])
+}
+
+func putOctal(field []byte, v int64) {
+	s := fmt.Sprintf("%0*o", len(field)-1, v)
+	copy(field, s)
+	field[len(field)-1] = 0
+}
+
+func paxRecords(kv ...string) []byte {
+	var out []byte
+	for i := 0; i+1 < len(kv); i += 2 {
+		body := " " + kv[i] + "=" + kv[i+1] + "\n"
+		// The length prefix counts its own digits.
+		n := len(body) + 1
+		for len(fmt.Sprint(n))+len(body) != n {
+			n++
+		}
+		out = fmt.Appendf(out, "%d%s", n, body)
+	}
+	return out
+}
+
+func padded(data []byte) []byte {
+	out := append([]byte(nil), data...)
+	if r := len(out) % 512; r != 0 {
+		out = append(out, make([]byte, 512-r)...)
+	}
+	return out
+}
