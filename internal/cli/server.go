@@ -84,7 +84,7 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.DurationVar(&opts.DeletionRetryBase, "deletion-retry-base", opts.DeletionRetryBase, "wait after a failed deletion attempt; doubles after each further one (at most 1h)")
 	fl.StringVar(&opts.PluginDir, "plugin-dir", opts.PluginDir, "directory searched (recursively) for plugin binaries")
 	fl.StringToStringVar(&pluginTimeouts, "plugin-timeout", nil, "per-kind bound on one plugin call, e.g. DeleteItemAction=2m,BackupItemAction=30s (0 for none)")
-	fl.StringVar(&opts.CredentialsDir, "credentials-dir", opts.CredentialsDir, "directory for the credential files handed to ObjectStore plugins (default: under the system temp dir)")
+	fl.StringVar(&opts.CredentialsDir, "credentials-dir", opts.CredentialsDir, "directory of the server's own (made mode 0700, owned by the server's user, never a symbolic link, emptied at start and stop) for the credential files handed to ObjectStore and VolumeSnapshotter plugins (default: a new private directory under the system temp dir, removed at stop)")
 	fl.Float32Var(&opts.ClientQPS, "client-qps", opts.ClientQPS, "queries per second the server may send to the API server; -1 (the default) sets no client-side limit: the server's load is bounded by its worker pools and the API server's priority and fairness")
 	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps the server may send")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")

@@ -23,6 +23,16 @@ type Engine struct {
 	Limits Limits
 	// Plugins supplies restore item actions; nil runs none.
 	Plugins Plugins
+	// SnapshotLocations opens the VolumeSnapshotLocations of a backup's
+	// native snapshots; nil restores no volume from a snapshot.
+	SnapshotLocations SnapshotLocations
+}
+
+// SnapshotLocations opens a VolumeSnapshotLocation for use: the
+// VolumeSnapshotter's name and the config to Init it with, credentials
+// included (locations.Resolver).
+type SnapshotLocations interface {
+	SnapshotLocation(ctx context.Context, name string) (provider string, config map[string]string, err error)
 }
 
 // Limits bound the work one restore may do on local disk.

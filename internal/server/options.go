@@ -51,8 +51,10 @@ type Options struct {
 	PluginDir string
 	// PluginTimeouts override the plugin host's per-kind call timeouts.
 	PluginTimeouts map[api.Kind]time.Duration
-	// CredentialsDir holds credential files handed to ObjectStore plugins;
-	// empty means a directory under the system temp dir.
+	// CredentialsDir holds the credential files handed to ObjectStore and
+	// VolumeSnapshotter plugins (internal/credentials): mode 0700, owned
+	// by the server, emptied at start and stop. Empty means a new private
+	// directory under the system temp dir for each run, removed at stop.
 	CredentialsDir string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string

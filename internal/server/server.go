@@ -27,6 +27,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
 	"github.com/lifeboat-io/lifeboat/internal/controller"
+	"github.com/lifeboat-io/lifeboat/internal/credentials"
 	"github.com/lifeboat-io/lifeboat/internal/deleteactions"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
@@ -85,24 +86,39 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	defer plugins.Close()
 
+	creds, err := credentials.Open(opts.CredentialsDir, log.With("component", "credentials"))
+	if err != nil {
+		return fmt.Errorf("--credentials-dir: %w", err)
+	}
+	defer func() {
+		if err := creds.Close(); err != nil {
+			log.Error("removing credentials files", "error", err)
+		}
+	}()
+	if err := locations.RemoveCredentialsOfGoneLocations(ctx, mgr.GetCache(), creds, log.With("component", "credentials")); err != nil {
+		return err
+	}
+	resolver := &locations.Resolver{
+		Client:       mgr.GetClient(),
+		SecretReader: mgr.GetAPIReader(),
+		Namespace:    opts.Namespace,
+		DefaultName:  opts.DefaultBackupStorageLocation,
+		Plugins:      plugins,
+		Credentials:  creds,
+	}
+
 	engine, err := backup.NewEngine(cfg, opts.ListWorkers, log.With("component", "backup"))
 	if err != nil {
 		return err
 	}
 	engine.Plugins = plugins
+	engine.SnapshotLocations = resolver
 	restoreEngine, err := restore.NewEngine(cfg, log.With("component", "restore"))
 	if err != nil {
 		return err
 	}
 	restoreEngine.Plugins = plugins
-	resolver := &locations.Resolver{
-		Client:         mgr.GetClient(),
-		SecretReader:   mgr.GetAPIReader(),
-		Namespace:      opts.Namespace,
-		DefaultName:    opts.DefaultBackupStorageLocation,
-		Plugins:        plugins,
-		CredentialsDir: opts.CredentialsDir,
-	}
+	restoreEngine.SnapshotLocations = resolver
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controller.BackupReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: engine, Locations: resolver,
