@@ -46,7 +46,7 @@ type Engine struct {
 	// Log receives one line per backup (start, end) and per failure.
 	Log *slog.Logger
 	// Client reads what volume decisions need (the resource policy,
-	// claims, pods, snapshot locations).
+	// claims, pods).
 	Client crclient.Client
 	// WorkDir holds the run logs; "" is the system temp dir.
 	WorkDir string
@@ -54,6 +54,16 @@ type Engine struct {
 	// that passes them fails here, naming the item, instead of being
 	// written and then refused when it is restored or deleted.
 	Limits archive.Limits
+	// SnapshotLocations opens the VolumeSnapshotLocations a backup
+	// snapshots through; nil refuses a backup that names any.
+	SnapshotLocations SnapshotLocations
+}
+
+// SnapshotLocations opens a VolumeSnapshotLocation for use: the
+// VolumeSnapshotter's name and the config to Init it with, credentials
+// included (locations.Resolver).
+type SnapshotLocations interface {
+	SnapshotLocation(ctx context.Context, name string) (provider string, config map[string]string, err error)
 }
 
 // NewEngine builds an engine over the cluster cfg points at.

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -329,17 +328,20 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	return nil
 }
 
+// snapshotLocations opens the backup's VolumeSnapshotLocations through
+// the engine's SnapshotLocations, the one way every path opens them, so
+// the snapshot is taken with the location's credentials.
 func (r *run) snapshotLocations(ctx context.Context) ([]*snapshotLocation, error) {
+	if len(r.b.Spec.VolumeSnapshotLocations) > 0 && r.e.SnapshotLocations == nil {
+		return nil, errors.New("the backup names VolumeSnapshotLocations, and the engine has no way to open them")
+	}
 	var locs []*snapshotLocation
 	for _, name := range r.b.Spec.VolumeSnapshotLocations {
-		vsl := &v1.VolumeSnapshotLocation{}
-		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := r.e.Client.Get(cctx, crclient.ObjectKey{Namespace: r.b.Namespace, Name: name}, vsl)
-		cancel()
+		provider, config, err := r.e.SnapshotLocations.SnapshotLocation(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("getting VolumeSnapshotLocation %s: %w", name, err)
+			return nil, err
 		}
-		locs = append(locs, &snapshotLocation{name: vsl.Name, provider: vsl.Spec.Provider, config: vsl.Spec.Config})
+		locs = append(locs, &snapshotLocation{name: name, provider: provider, config: config})
 	}
 	return locs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/credentials"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/internal/volumes"
@@ -141,10 +144,20 @@ func TestVolumeDecisions(t *testing.T) {
 	}
 	policyName := f.ns + "-policy"
 	mustCreate(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: policyName}, Data: map[string]string{"policy.yaml": mixedPolicy}})
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: f.ns + "-creds"}, Data: map[string][]byte{"cloud": []byte("key=" + f.ns)}})
 	mustCreate(t, c, &v1.VolumeSnapshotLocation{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: f.ns + "-snaps"},
-		Spec:       v1.VolumeSnapshotLocationSpec{Provider: "fake.io/snapshots", Config: map[string]string{"where": "here"}},
+		Spec: v1.VolumeSnapshotLocationSpec{
+			Provider: "fake.io/snapshots", Config: map[string]string{"where": "here"},
+			Credential: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: f.ns + "-creds"}, Key: "cloud"},
+		},
 	})
+	creds, err := credentials.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer creds.Close()
+	f.engine.SnapshotLocations = &locations.Resolver{Client: c, SecretReader: c, Namespace: "velero", Credentials: creds}
 
 	csi := func(handle string) corev1.PersistentVolumeSource {
 		return corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "fast.csi.example.io", VolumeHandle: handle}}
@@ -267,6 +280,10 @@ func TestVolumeDecisions(t *testing.T) {
 	}
 	if snapshotter.config["where"] != "here" {
 		t.Errorf("the snapshotter was not initialised with the location's config: %v", snapshotter.config)
+	}
+	// The snapshots were taken with the location's credentials.
+	if got, err := os.ReadFile(snapshotter.config["credentialsFile"]); err != nil || string(got) != "key="+f.ns {
+		t.Errorf("the snapshotter's credentialsFile %q holds %q (%v), want the location's secret", snapshotter.config["credentialsFile"], got, err)
 	}
 
 	var res results.Results

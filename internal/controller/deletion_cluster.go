@@ -3,12 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,84 +12,27 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
 )
 
 // DeletionCluster is the deletion engine's access to the API server, in
 // one namespace.
 type DeletionCluster struct {
 	Client client.Client
-	// Reader reads around the cache (and must, for Secrets).
+	// Reader reads around the cache.
 	Reader    client.Reader
 	Namespace string
-	// CredentialsDir holds the credential files handed to
-	// VolumeSnapshotter plugins; empty means under the system temp dir.
-	CredentialsDir string
+	// Locations opens VolumeSnapshotLocations, credentials included.
+	Locations *locations.Resolver
 }
 
 var _ deletion.Cluster = (*DeletionCluster)(nil)
 
-// SnapshotLocation implements deletion.Cluster. As Velero does, a location
-// with spec.credential gets the secret's key written to a file whose path
-// is passed as the config key credentialsFile.
+// SnapshotLocation implements deletion.Cluster through the resolver every
+// path opens snapshot locations with, so a snapshot is deleted with the
+// credentials it was taken with.
 func (c *DeletionCluster) SnapshotLocation(ctx context.Context, name string) (string, map[string]string, error) {
-	var vsl v1.VolumeSnapshotLocation
-	err := deletionCall(ctx, func(ctx context.Context) error {
-		return c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, &vsl)
-	})
-	if apierrors.IsNotFound(err) {
-		return "", nil, fmt.Errorf("VolumeSnapshotLocation %q not found in namespace %q; recreate it so its snapshots can be deleted", name, c.Namespace)
-	}
-	if err != nil {
-		return "", nil, fmt.Errorf("reading VolumeSnapshotLocation %q: %w", name, err)
-	}
-	if vsl.Spec.Provider == "" {
-		return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: spec.provider is empty; set it to the VolumeSnapshotter plugin's name", name)
-	}
-	config := maps.Clone(vsl.Spec.Config)
-	if sel := vsl.Spec.Credential; sel != nil {
-		var secret corev1.Secret
-		err := deletionCall(ctx, func(ctx context.Context) error {
-			return c.Reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: sel.Name}, &secret)
-		})
-		if err != nil {
-			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: reading spec.credential secret %q: %w", name, sel.Name, err)
-		}
-		data, ok := secret.Data[sel.Key]
-		if !ok {
-			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: secret %q has no key %q (spec.credential.key)", name, sel.Name, sel.Key)
-		}
-		path, err := c.writeCredentials("vsl-"+name, sel, data)
-		if err != nil {
-			return "", nil, fmt.Errorf("VolumeSnapshotLocation %q: %w", name, err)
-		}
-		if config == nil {
-			config = map[string]string{}
-		}
-		config["credentialsFile"] = path
-	}
-	return vsl.Spec.Provider, config, nil
-}
-
-// writeCredentials puts credentials where a plugin can read them, readable
-// by the server's user only; written to a temporary file and renamed, so a
-// plugin never reads half a file.
-func (c *DeletionCluster) writeCredentials(owner string, sel *corev1.SecretKeySelector, data []byte) (string, error) {
-	dir := c.CredentialsDir
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "lifeboat-credentials")
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating the credentials dir: %w", err)
-	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%s", c.Namespace, owner, sel.Name, sel.Key))
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
-	}
-	return path, nil
+	return c.Locations.SnapshotLocation(ctx, name)
 }
 
 // Restores implements deletion.Cluster: the Restores whose spec.backupName

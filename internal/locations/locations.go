@@ -1,42 +1,52 @@
-// Package locations finds a backup's BackupStorageLocation and opens the
-// object store behind it, credentials included.
+// Package locations is the one way to open a location for use: a
+// BackupStorageLocation as the object store behind it, a
+// VolumeSnapshotLocation as a provider and the config to Init its
+// VolumeSnapshotter with. Credentials (spec.credential) are resolved here
+// for both, on every path that uses a location (backup, restore, deletion,
+// the location checks), so no path runs with other credentials than another.
 package locations
 
 import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/credentials"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/internal/storage/pluginstore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/provider"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
-// Resolver finds and opens storage locations in one namespace.
+// callTimeout bounds each API call of the resolver.
+const callTimeout = 30 * time.Second
+
+// Resolver finds and opens storage and snapshot locations in one namespace.
 type Resolver struct {
 	// Client reads BackupStorageLocations (a cached client is fine).
 	Client client.Reader
-	// SecretReader reads credential secrets. It must not be a cached client:
-	// caching would make the server watch every Secret in the namespace.
+	// SecretReader reads credential secrets and VolumeSnapshotLocations.
+	// It must not be a cached client: caching would make the server watch
+	// every Secret in the namespace, and a location created a moment ago
+	// must be found.
 	SecretReader client.Reader
 	Namespace    string
 	// DefaultName is used when no location is marked default.
 	DefaultName string
 	// Plugins serves providers that are not built in; nil means none.
 	Plugins ObjectStorePlugins
-	// CredentialsDir holds the credential files handed to ObjectStore
-	// plugins (Velero passes credentials to plugins as a file path).
-	CredentialsDir string
+	// Credentials holds the credential files handed to plugins (Velero
+	// passes credentials to plugins as a file path); nil refuses every
+	// location with spec.credential that a plugin serves.
+	Credentials *credentials.Store
 }
 
 // ObjectStorePlugins finds ObjectStore plugins by name.
@@ -95,17 +105,9 @@ func (r *Resolver) Open(ctx context.Context, bsl *v1.BackupStorageLocation) (*st
 	}
 	var creds []byte
 	if sel := bsl.Spec.Credential; sel != nil {
-		var secret corev1.Secret
-		err := r.SecretReader.Get(ctx, client.ObjectKey{Namespace: bsl.Namespace, Name: sel.Name}, &secret)
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("BackupStorageLocation %q: spec.credential names secret %q, which does not exist in namespace %q", bsl.Name, sel.Name, bsl.Namespace)
-		}
+		data, err := r.secretKey(ctx, "BackupStorageLocation", bsl.Namespace, bsl.Name, sel)
 		if err != nil {
-			return nil, fmt.Errorf("BackupStorageLocation %q: reading credential secret %q: %w", bsl.Name, sel.Name, err)
-		}
-		data, ok := secret.Data[sel.Key]
-		if !ok {
-			return nil, fmt.Errorf("BackupStorageLocation %q: secret %q has no key %q (spec.credential.key)", bsl.Name, sel.Name, sel.Key)
+			return nil, err
 		}
 		creds = data
 	}
@@ -143,31 +145,39 @@ func (r *Resolver) openPlugin(bsl *v1.BackupStorageLocation, config map[string]s
 	}
 	credFile := ""
 	if creds != nil {
-		if credFile, err = r.writeCredentials(bsl, creds); err != nil {
+		loc := credentials.Location{Kind: credentials.StorageLocation, Namespace: bsl.Namespace, Name: bsl.Name}
+		if credFile, err = r.writeCredentials(loc, bsl.Spec.Credential, creds); err != nil {
 			return nil, err
 		}
 	}
 	return pluginstore.New(plugin, name, config, bsl.Spec.ObjectStorage.Bucket, bsl.Spec.ObjectStorage.Prefix, credFile)
 }
 
-// writeCredentials puts a location's credentials where its plugin can read
-// them, readable by the server's user only.
-func (r *Resolver) writeCredentials(bsl *v1.BackupStorageLocation, creds []byte) (string, error) {
-	dir := r.CredentialsDir
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "lifeboat-credentials")
+// secretKey reads the bytes a location's spec.credential names, from a
+// Secret of the location's own namespace (the server's, as in Velero).
+func (r *Resolver) secretKey(ctx context.Context, kind, namespace, location string, sel *corev1.SecretKeySelector) ([]byte, error) {
+	var secret corev1.Secret
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err := r.SecretReader.Get(cctx, client.ObjectKey{Namespace: namespace, Name: sel.Name}, &secret)
+	cancel()
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s %q: spec.credential names secret %q, which does not exist in namespace %q; create it or fix spec.credential.name", kind, location, sel.Name, namespace)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating the credentials dir: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: reading credential secret %q: %w", kind, location, sel.Name, err)
 	}
-	sel := bsl.Spec.Credential
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", bsl.Namespace, sel.Name, sel.Key))
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, creds, 0o600); err != nil {
-		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
+	data, ok := secret.Data[sel.Key]
+	if !ok {
+		return nil, fmt.Errorf("%s %q: secret %q has no key %q (spec.credential.key); add it or fix the key", kind, location, sel.Name, sel.Key)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("writing credentials for the plugin: %w", err)
+	return data, nil
+}
+
+// writeCredentials puts a location's credentials where its plugin can
+// read them and returns the file's path.
+func (r *Resolver) writeCredentials(loc credentials.Location, sel *corev1.SecretKeySelector, data []byte) (string, error) {
+	if r.Credentials == nil {
+		return "", fmt.Errorf("%s has spec.credential, and the server has no credentials directory to hand it to the plugin", loc)
 	}
-	return path, nil
+	return r.Credentials.Write(loc, credentials.Secret{Name: sel.Name, Key: sel.Key}, data)
 }

@@ -27,6 +27,16 @@ type Engine struct {
 	Plugins Plugins
 	// WorkDir holds the spools and run logs; "" is the system temp dir.
 	WorkDir string
+	// SnapshotLocations opens the VolumeSnapshotLocations of a backup's
+	// native snapshots; nil restores no volume from a snapshot.
+	SnapshotLocations SnapshotLocations
+}
+
+// SnapshotLocations opens a VolumeSnapshotLocation for use: the
+// VolumeSnapshotter's name and the config to Init it with, credentials
+// included (locations.Resolver).
+type SnapshotLocations interface {
+	SnapshotLocation(ctx context.Context, name string) (provider string, config map[string]string, err error)
 }
 
 // NewEngine builds an engine over the cluster cfg points at.

@@ -4,19 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/volumes"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
-
-var vslResource = schema.GroupVersionResource{Group: v1.SchemeGroupVersion.Group, Version: v1.SchemeGroupVersion.Version, Resource: "volumesnapshotlocations"}
 
 // loadSnapshots reads the backup's native snapshots, by PV name. Only
 // completed ones can be restored from.
@@ -92,26 +85,23 @@ type snapshotterResult struct {
 	err error
 }
 
+// newSnapshotter opens the location through the engine's
+// SnapshotLocations, the one way every path opens them, so the volume is
+// made with the credentials the snapshot was taken with.
 func (r *run) newSnapshotter(ctx context.Context, location string) (api.VolumeSnapshotter, error) {
-	if r.e.Plugins == nil {
-		return nil, errors.New("a VolumeSnapshotter is needed, and the restore has no plugins")
+	if r.e.Plugins == nil || r.e.SnapshotLocations == nil {
+		return nil, errors.New("a VolumeSnapshotter is needed, and the restore has no plugins or snapshot locations")
 	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	loc, err := r.dyn.Resource(vslResource).Namespace(r.rs.Namespace).Get(cctx, location, metav1.GetOptions{})
-	cancel()
+	provider, config, err := r.e.SnapshotLocations.SnapshotLocation(ctx, location)
 	if err != nil {
-		return nil, fmt.Errorf("getting VolumeSnapshotLocation %s: %w", location, err)
+		return nil, err
 	}
-	vsl := &v1.VolumeSnapshotLocation{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(loc.Object, vsl); err != nil {
-		return nil, fmt.Errorf("decoding VolumeSnapshotLocation %s: %w", location, err)
-	}
-	vs, err := r.e.Plugins.VolumeSnapshotter(vsl.Spec.Provider)
+	vs, err := r.e.Plugins.VolumeSnapshotter(provider)
 	if err == nil {
-		err = vs.Init(vsl.Spec.Config)
+		err = vs.Init(config)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("VolumeSnapshotLocation %s (provider %s): %w", vsl.Name, vsl.Spec.Provider, err)
+		return nil, fmt.Errorf("VolumeSnapshotLocation %s (provider %s): %w", location, provider, err)
 	}
 	return vs, nil
 }

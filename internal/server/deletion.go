@@ -28,7 +28,7 @@ func newDeletionReconciler(mgr ctrl.Manager, cfg *rest.Config, opts Options, plu
 	engine := &deletion.Engine{
 		Plugins: plugins,
 		Cluster: &controller.DeletionCluster{
-			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.Namespace, CredentialsDir: opts.CredentialsDir,
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.Namespace, Locations: resolver,
 		},
 		Resolver: discoveryResolver(dc),
 		Workers:  opts.DeleteItemActionWorkers,

@@ -63,8 +63,10 @@ type Options struct {
 	// PluginIdleTimeout stops a plugin process started for one config (of a
 	// storage or snapshot location) after this long without calls.
 	PluginIdleTimeout time.Duration
-	// CredentialsDir holds credential files handed to ObjectStore plugins;
-	// empty means a directory under the system temp dir.
+	// CredentialsDir holds the credential files handed to ObjectStore and
+	// VolumeSnapshotter plugins (internal/credentials): mode 0700, owned
+	// by the server, emptied at start and stop. Empty means credentials/ in
+	// the server's own work directory (WorkDir).
 	CredentialsDir string
 	// BackupFinalizer puts the lifeboat.io/backup-data finalizer on every
 	// Backup, so that deleting a Backup object deletes its data too (the

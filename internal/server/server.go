@@ -3,10 +3,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
 	"github.com/lifeboat-io/lifeboat/internal/controller"
+	"github.com/lifeboat-io/lifeboat/internal/credentials"
 	"github.com/lifeboat-io/lifeboat/internal/deleteactions"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
@@ -98,6 +101,30 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	defer plugins.Close()
 
+	// By default in this server's own work directory: private, removed at
+	// stop, and swept by the next server after a crash.
+	credsDir := cmp.Or(opts.CredentialsDir, filepath.Join(work.Path(), "credentials"))
+	creds, err := credentials.Open(credsDir, log.With("component", "credentials"))
+	if err != nil {
+		return fmt.Errorf("--credentials-dir: %w", err)
+	}
+	defer func() {
+		if err := creds.Close(); err != nil {
+			log.Error("removing credentials files", "error", err)
+		}
+	}()
+	if err := locations.RemoveCredentialsOfGoneLocations(ctx, mgr.GetCache(), creds, log.With("component", "credentials")); err != nil {
+		return err
+	}
+	resolver := &locations.Resolver{
+		Client:       mgr.GetClient(),
+		SecretReader: mgr.GetAPIReader(),
+		Namespace:    opts.Namespace,
+		DefaultName:  opts.DefaultBackupStorageLocation,
+		Plugins:      plugins,
+		Credentials:  creds,
+	}
+
 	engine, err := backup.NewEngine(cfg, opts.ListWorkers, log.With("component", "backup"))
 	if err != nil {
 		return err
@@ -105,6 +132,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	engine.Plugins = plugins
 	engine.WorkDir = work.Path()
 	engine.Limits = opts.ArchiveLimits
+	engine.SnapshotLocations = resolver
 	restoreEngine, err := restore.NewEngine(cfg, log.With("component", "restore"))
 	if err != nil {
 		return err
@@ -112,14 +140,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	restoreEngine.Plugins = plugins
 	restoreEngine.WorkDir = work.Path()
 	restoreEngine.Limits = opts.ArchiveLimits
-	resolver := &locations.Resolver{
-		Client:         mgr.GetClient(),
-		SecretReader:   mgr.GetAPIReader(),
-		Namespace:      opts.Namespace,
-		DefaultName:    opts.DefaultBackupStorageLocation,
-		Plugins:        plugins,
-		CredentialsDir: opts.CredentialsDir,
-	}
+	restoreEngine.SnapshotLocations = resolver
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controller.BackupReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: engine, Locations: resolver,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -24,8 +25,10 @@ import (
 const DirKey = "dir"
 
 // credentialsFileKey is added by the server to the config of a location
-// that has spec.credential (as Velero does); this plugin needs none and
-// ignores it.
+// that has spec.credential (as Velero does): the path of a file holding
+// the secret's bytes. The plugin has no cloud to log in to; it reads the
+// file on every call that changes something, as a cloud client would, and
+// records which credentials the call was made with.
 const credentialsFileKey = "credentialsFile"
 
 // allowedKeys are the config keys Init accepts. Anything else is a typo
@@ -41,8 +44,20 @@ const (
 	tempPrefix   = ".tmp-"
 )
 
+// DeletionsFile, in dir, gets one JSON line (a Deletion) per
+// DeleteSnapshot call.
+const DeletionsFile = "deletions.jsonl"
+
 // VolumeType is what GetVolumeInfo reports for every volume.
 const VolumeType = "file"
+
+// Credentials say which credentials a call was made with: the file Init
+// was given as credentialsFile, and the SHA-256 of what the call read from
+// it (a digest, so the secret itself is not copied into the records).
+type Credentials struct {
+	File   string `json:"file"`
+	SHA256 string `json:"sha256"`
+}
 
 // Snapshot is the content of <dir>/snapshots/<SnapshotID>.json.
 type Snapshot struct {
@@ -51,6 +66,17 @@ type Snapshot struct {
 	VolumeAZ   string            `json:"volumeAZ"`
 	Tags       map[string]string `json:"tags"`
 	CreatedAt  time.Time         `json:"createdAt"`
+	// Credentials is absent when Init got no credentialsFile.
+	Credentials *Credentials `json:"credentials,omitempty"`
+}
+
+// Deletion is one line of <dir>/deletions.jsonl: a DeleteSnapshot call.
+type Deletion struct {
+	SnapshotID string `json:"snapshotID"`
+	// Existed says whether the snapshot's file was there to remove.
+	Existed     bool         `json:"existed"`
+	Credentials *Credentials `json:"credentials,omitempty"`
+	DeletedAt   time.Time    `json:"deletedAt"`
 }
 
 // Volume is the content of <dir>/volumes/<VolumeID>.json: a volume
@@ -64,6 +90,8 @@ type Volume struct {
 	VolumeAZ       string    `json:"volumeAZ"`
 	IOPS           *int64    `json:"iops"`
 	CreatedAt      time.Time `json:"createdAt"`
+	// Credentials is absent when Init got no credentialsFile.
+	Credentials *Credentials `json:"credentials,omitempty"`
 }
 
 // fileSnapshotter keeps snapshot <id> as the file
@@ -78,9 +106,10 @@ type fileSnapshotter struct {
 	log *slog.Logger
 	now func() time.Time // time.Now unless a test sets it
 
-	mu   sync.Mutex
-	dir  string   // absolute, cleaned
-	root *os.Root // opened by Init
+	mu        sync.Mutex
+	dir       string   // absolute, cleaned
+	root      *os.Root // opened by Init
+	credsFile string   // config key credentialsFile; "" for none
 }
 
 func (s *fileSnapshotter) logger() *slog.Logger {
@@ -98,7 +127,8 @@ func (s *fileSnapshotter) clock() time.Time {
 }
 
 // Init takes the location's config: "dir", an absolute directory, created
-// with its snapshots and volumes subdirectories if missing.
+// with its snapshots and volumes subdirectories if missing, and
+// "credentialsFile", when given, a file it must be able to read.
 func (s *fileSnapshotter) Init(config map[string]string) error {
 	var unknown []string
 	for k := range config {
@@ -115,6 +145,10 @@ func (s *fileSnapshotter) Init(config map[string]string) error {
 		return fmt.Errorf("config key %q must be an absolute directory, got %q", DirKey, dir)
 	}
 	dir = filepath.Clean(dir)
+	credsFile := config[credentialsFileKey]
+	if _, err := readCredentials(credsFile); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("config key %q: %w", DirKey, err)
 	}
@@ -133,9 +167,26 @@ func (s *fileSnapshotter) Init(config map[string]string) error {
 	if s.root != nil {
 		s.root.Close()
 	}
-	s.dir, s.root = dir, root
-	s.logger().Info("keeping snapshots in a directory", "dir", dir)
+	s.dir, s.root, s.credsFile = dir, root, credsFile
+	s.logger().Info("keeping snapshots in a directory", "dir", dir, "credentialsFile", credsFile)
 	return nil
+}
+
+// readCredentials reads the credentials file, when there is one, and says
+// which credentials it holds.
+func readCredentials(file string) (*Credentials, error) {
+	if file == "" {
+		return nil, nil
+	}
+	if !filepath.IsAbs(file) {
+		return nil, fmt.Errorf("config key %q must be an absolute path, got %q", credentialsFileKey, file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("config key %q: reading the credentials: %w", credentialsFileKey, err)
+	}
+	sum := sha256.Sum256(data)
+	return &Credentials{File: file, SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
 // initialized returns the root; the caller holds s.mu.
@@ -233,6 +284,10 @@ func (s *fileSnapshotter) CreateSnapshot(volumeID, volumeAZ string, tags map[str
 	if err != nil {
 		return "", err
 	}
+	creds, err := readCredentials(s.credsFile)
+	if err != nil {
+		return "", fmt.Errorf("create snapshot of %q: %w", volumeID, err)
+	}
 	var id string
 	for {
 		id = "snap-" + randomHex()
@@ -244,7 +299,7 @@ func (s *fileSnapshotter) CreateSnapshot(volumeID, volumeAZ string, tags map[str
 			break
 		}
 	}
-	snap := Snapshot{SnapshotID: id, VolumeID: volumeID, VolumeAZ: volumeAZ, Tags: maps.Clone(tags), CreatedAt: s.clock()}
+	snap := Snapshot{SnapshotID: id, VolumeID: volumeID, VolumeAZ: volumeAZ, Tags: maps.Clone(tags), CreatedAt: s.clock(), Credentials: creds}
 	if snap.Tags == nil {
 		snap.Tags = map[string]string{}
 	}
@@ -267,16 +322,42 @@ func (s *fileSnapshotter) DeleteSnapshot(snapshotID string) error {
 	if err != nil {
 		return err
 	}
-	err = root.Remove(snapshotPath(snapshotID))
-	if errors.Is(err, fs.ErrNotExist) {
-		s.logger().Info("snapshot already gone", "snapshot", snapshotID)
-		return nil
-	}
+	creds, err := readCredentials(s.credsFile)
 	if err != nil {
 		return fmt.Errorf("delete snapshot %q: %w", snapshotID, err)
 	}
+	err = root.Remove(snapshotPath(snapshotID))
+	existed := !errors.Is(err, fs.ErrNotExist)
+	if err != nil && existed {
+		return fmt.Errorf("delete snapshot %q: %w", snapshotID, err)
+	}
+	if err := appendJSONLine(root, DeletionsFile, Deletion{SnapshotID: snapshotID, Existed: existed, Credentials: creds, DeletedAt: s.clock()}); err != nil {
+		return fmt.Errorf("delete snapshot %q: recording the deletion: %w", snapshotID, err)
+	}
+	if !existed {
+		s.logger().Info("snapshot already gone", "snapshot", snapshotID)
+		return nil
+	}
 	s.logger().Info("deleted snapshot", "snapshot", snapshotID)
 	return nil
+}
+
+// appendJSONLine appends v as one line to the file p; the caller holds
+// s.mu, so lines never interleave.
+func appendJSONLine(root *os.Root, p string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	f, err := root.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // CreateVolumeFromSnapshot records a new volume made from the snapshot as
@@ -291,6 +372,10 @@ func (s *fileSnapshotter) CreateVolumeFromSnapshot(snapshotID, volumeType, volum
 	root, err := s.initialized()
 	if err != nil {
 		return "", err
+	}
+	creds, err := readCredentials(s.credsFile)
+	if err != nil {
+		return "", fmt.Errorf("create volume from snapshot %q: %w", snapshotID, err)
 	}
 	data, err := root.ReadFile(snapshotPath(snapshotID))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -317,7 +402,7 @@ func (s *fileSnapshotter) CreateVolumeFromSnapshot(snapshotID, volumeType, volum
 	}
 	vol := Volume{
 		VolumeID: id, SnapshotID: snapshotID, SourceVolumeID: snap.VolumeID,
-		VolumeType: volumeType, VolumeAZ: volumeAZ, IOPS: iops, CreatedAt: s.clock(),
+		VolumeType: volumeType, VolumeAZ: volumeAZ, IOPS: iops, CreatedAt: s.clock(), Credentials: creds,
 	}
 	if err := writeJSON(root, volumesDir, volumePath(id), vol); err != nil {
 		return "", fmt.Errorf("create volume from snapshot %q: %w", snapshotID, err)

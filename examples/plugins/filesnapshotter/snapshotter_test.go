@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -68,6 +70,8 @@ func TestInitRefusesBadConfig(t *testing.T) {
 		{map[string]string{DirKey: "relative/dir"}, `"dir" must be an absolute directory, got "relative/dir"`},
 		{map[string]string{DirKey: file}, `config key "dir"`},
 		{map[string]string{DirKey: t.TempDir(), "dri": "typo", "region": "x"}, `unknown config keys ["dri" "region"]`},
+		{map[string]string{DirKey: t.TempDir(), credentialsFileKey: "creds"}, `"credentialsFile" must be an absolute path, got "creds"`},
+		{map[string]string{DirKey: t.TempDir(), credentialsFileKey: "/nonexistent/creds"}, `"credentialsFile": reading the credentials: open /nonexistent/creds`},
 	} {
 		err := (&fileSnapshotter{}).Init(tc.config)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -80,8 +84,12 @@ func TestInitRefusesBadConfig(t *testing.T) {
 // key the server adds for a location with a credential is accepted.
 func TestInitCreatesTheDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b")
+	creds := filepath.Join(t.TempDir(), "creds")
+	if err := os.WriteFile(creds, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s := &fileSnapshotter{}
-	if err := s.Init(map[string]string{DirKey: dir + "/", credentialsFileKey: "/creds"}); err != nil {
+	if err := s.Init(map[string]string{DirKey: dir + "/", credentialsFileKey: creds}); err != nil {
 		t.Fatal(err)
 	}
 	for _, sub := range []string{"snapshots", "volumes"} {
@@ -95,6 +103,91 @@ func TestInitCreatesTheDirectory(t *testing.T) {
 	}
 	if _, err := s.CreateSnapshot("vol", "", nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func digestOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// Every call that changes something reads the credentials file, as a cloud
+// client would, and records which credentials it was made with: a test can
+// tell a snapshot taken with a location's credentials from one taken
+// without them.
+func TestCallsRecordTheirCredentials(t *testing.T) {
+	dir := t.TempDir()
+	credsFile := filepath.Join(t.TempDir(), "creds")
+	if err := os.WriteFile(credsFile, []byte("account-a"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &fileSnapshotter{now: func() time.Time { return testTime }}
+	if err := s.Init(map[string]string{DirKey: dir, credentialsFileKey: credsFile}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.CreateSnapshot("vol", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Credentials{File: credsFile, SHA256: digestOf("account-a")}
+	if got := readJSON[Snapshot](t, filepath.Join(dir, "snapshots", snap+".json")).Credentials; !reflect.DeepEqual(got, want) {
+		t.Errorf("snapshot records credentials %+v, want %+v", got, want)
+	}
+	// The file is read again on each call: new bytes are seen.
+	if err := os.WriteFile(credsFile, []byte("account-b"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := s.CreateVolumeFromSnapshot(snap, VolumeType, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = &Credentials{File: credsFile, SHA256: digestOf("account-b")}
+	if got := readJSON[Volume](t, filepath.Join(dir, "volumes", vol+".json")).Credentials; !reflect.DeepEqual(got, want) {
+		t.Errorf("volume records credentials %+v, want %+v", got, want)
+	}
+	if err := s.DeleteSnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSnapshot("snap-never-was"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, DeletionsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%s holds %d lines, want 2:\n%s", DeletionsFile, len(lines), b)
+	}
+	for i, w := range []Deletion{
+		{SnapshotID: snap, Existed: true, Credentials: want, DeletedAt: testTime},
+		{SnapshotID: "snap-never-was", Existed: false, Credentials: want, DeletedAt: testTime},
+	} {
+		var got Deletion
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil || !reflect.DeepEqual(got, w) {
+			t.Errorf("deletion %d: %+v (%v), want %+v", i, got, err, w)
+		}
+	}
+
+	// Credentials that went away fail the call, naming the key.
+	if err := os.Remove(credsFile); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSnapshot("vol", "", nil); err == nil || !strings.Contains(err.Error(), `"credentialsFile"`) {
+		t.Errorf("CreateSnapshot without its credentials file: %v", err)
+	}
+	if err := s.DeleteSnapshot("snap-1"); err == nil || !strings.Contains(err.Error(), `"credentialsFile"`) {
+		t.Errorf("DeleteSnapshot without its credentials file: %v", err)
+	}
+
+	// Without credentialsFile nothing is recorded: the key is absent.
+	plain, plainDir := newSnapshotter(t)
+	id, err := plain.CreateSnapshot("vol", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(plainDir, "snapshots", id+".json")); strings.Contains(string(b), "credentials") {
+		t.Errorf("a snapshot taken without credentials mentions them: %s", b)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/lifeboat-io/lifeboat/internal/credentials"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
@@ -30,7 +31,7 @@ func New(plugin api.ObjectStore, name string, config map[string]string, bucket, 
 	}
 	cfg["bucket"], cfg["prefix"] = bucket, prefix
 	if credentialsFile != "" {
-		cfg["credentialsFile"] = credentialsFile
+		cfg[credentials.ConfigKey] = credentialsFile
 	}
 	if err := plugin.Init(cfg); err != nil {
 		return nil, fmt.Errorf("object store plugin %s: Init: %w", name, err)
