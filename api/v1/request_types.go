@@ -10,6 +10,16 @@ type DeleteBackupRequestSpec struct {
 	// Lifeboat's; Velero has no dry run.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+	// SkipFailedActions is the operator's consent to go on past the items
+	// whose DeleteItemAction keeps failing: each such item is recorded in
+	// status.report.skippedItems with its error and counted done, and the
+	// deletion carries on with the later steps. Without it (the default,
+	// and always for garbage collection) a failing DeleteItemAction keeps
+	// the backup. A request that waits for another one for the same
+	// backup (status.handledBy) lends that one its consent.
+	// Lifeboat's; Velero has no such option.
+	// +optional
+	SkipFailedActions bool `json:"skipFailedActions,omitempty"`
 }
 
 // DeletionPlanMaxItems bounds the items a plan lists, over all actions, so
@@ -170,7 +180,16 @@ type DeletionActionReport struct {
 	// Failed counts the items it failed on in the last attempt.
 	// +optional
 	Failed int64 `json:"failed,omitempty"`
+	// Skipped counts the items it failed on that the deletion went past
+	// (spec.skipFailedActions), in the last attempt.
+	// +optional
+	Skipped int64 `json:"skipped,omitempty"`
 }
+
+// DeletionSkippedItemsMax bounds the skipped items a report lists (each
+// message cut to 256 bytes), so the request stays small; SkippedCount
+// counts all of them, and the server logs every one.
+const DeletionSkippedItemsMax = 1000
 
 // DeletionReport sums up a deletion once it has ended.
 type DeletionReport struct {
@@ -198,6 +217,15 @@ type DeletionReport struct {
 	// after a failed deletion; the first few only.
 	// +optional
 	LeftBehind []string `json:"leftBehind,omitempty"`
+	// SkippedItems are the items whose DeleteItemAction failed and that the
+	// deletion went past with the operator's consent
+	// (spec.skipFailedActions), each with the action and its error; the
+	// first DeletionSkippedItemsMax only.
+	// +optional
+	SkippedItems []DeletionError `json:"skippedItems,omitempty"`
+	// SkippedCount counts every skipped item.
+	// +optional
+	SkippedCount int64 `json:"skippedCount,omitempty"`
 }
 
 // DeleteBackupRequestStatus records the outcome of a deletion. Phase and
@@ -253,6 +281,11 @@ type DeleteBackupRequestStatus struct {
 	// +optional
 	// +nullable
 	Report *DeletionReport `json:"report,omitempty"`
+	// SkipFailedActions is true once the request's attempts go past the
+	// items whose DeleteItemAction fails: its own spec asks for it, or a
+	// request waiting for it does.
+	// +optional
+	SkipFailedActions bool `json:"skipFailedActions,omitempty"`
 	// HandledBy names the request that did the work when this one arrived
 	// while another request for the same backup was running: this request
 	// waited for it and ended with its outcome.

@@ -27,6 +27,7 @@ type backupDeleteOptions struct {
 	force    bool
 	wait     bool
 	dryRun   bool
+	skip     bool
 	timeout  time.Duration
 }
 
@@ -42,10 +43,15 @@ func newBackupDeleteCommand(f *Factory) *cobra.Command {
 			"shows where it stands.\n\n" +
 			"--dry-run prints what the deletion would do, changing nothing. --force removes only the Backup\n" +
 			"object, leaving its data, snapshots and anything its plugins created behind, and says what.\n" +
+			"--skip-failed-actions is consent to go on past the items whose DeleteItemActions keep failing:\n" +
+			"the deletion completes, and its report lists every item it went past with the error (what those\n" +
+			"actions were to clean up is left for you). Given while another deletion of the backup is\n" +
+			"retrying, it lets that one go on past its failing items at once.\n" +
 			"Deleting asks for confirmation on a terminal; elsewhere it needs --confirm.",
 		Example: "  lifeboat backup delete nightly-20260301 --confirm --wait\n" +
 			"  lifeboat backup delete --selector app=shop --confirm\n" +
-			"  lifeboat backup delete nightly-20260301 --dry-run",
+			"  lifeboat backup delete nightly-20260301 --dry-run\n" +
+			"  lifeboat backup delete nightly-20260301 --skip-failed-actions --confirm --wait",
 		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd, f, args)
 		}),
@@ -57,6 +63,7 @@ func newBackupDeleteCommand(f *Factory) *cobra.Command {
 	fl.BoolVar(&o.force, "force", false, "remove only the Backup objects, leaving their data and snapshots behind")
 	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for each deletion to end and print its report")
 	fl.BoolVar(&o.dryRun, "dry-run", false, "print what the deletion would do, and change nothing")
+	fl.BoolVar(&o.skip, "skip-failed-actions", false, "go on past the items whose DeleteItemActions keep failing, and list them in the report, instead of keeping the backup")
 	fl.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long --wait and --dry-run wait for the server")
 	return cmd
 }
@@ -73,6 +80,9 @@ func (o *backupDeleteOptions) run(cmd *cobra.Command, f *Factory, names []string
 	}
 	if o.force && o.dryRun {
 		return errors.New("--force and --dry-run cannot be combined")
+	}
+	if o.skip && (o.force || o.dryRun) {
+		return errors.New("--skip-failed-actions goes with a deletion, not with --force or --dry-run")
 	}
 	c, err := f.Client()
 	if err != nil {
@@ -104,7 +114,7 @@ func (o *backupDeleteOptions) run(cmd *cobra.Command, f *Factory, names []string
 			errs = append(errs, forceDelete(ctx, c, out, b))
 			continue
 		}
-		req, err := requestDeletion(ctx, c, b)
+		req, err := requestDeletion(ctx, c, b, o.skip)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -147,8 +157,9 @@ func confirm(cmd *cobra.Command, force bool, backups []v1.Backup) error {
 
 // requestDeletion creates a DeleteBackupRequest for b, labelled as Velero
 // labels its own so Velero's tools find it too.
-func requestDeletion(ctx context.Context, c client.Client, b *v1.Backup) (*v1.DeleteBackupRequest, error) {
+func requestDeletion(ctx context.Context, c client.Client, b *v1.Backup, skipFailedActions bool) (*v1.DeleteBackupRequest, error) {
 	req := newDeleteRequest(b)
+	req.Spec.SkipFailedActions = skipFailedActions
 	callCtx, cancel := callCtx(ctx)
 	defer cancel()
 	if err := c.Create(callCtx, req); err != nil {

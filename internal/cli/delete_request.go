@@ -119,17 +119,22 @@ func describeDeletionErrors(d *describer, st *v1.DeleteBackupRequestStatus) {
 			where = append(where, "plugin "+e.Plugin)
 		}
 		if e.Name != "" {
-			item := e.Name
-			if e.Namespace != "" {
-				item = e.Namespace + "/" + item
-			}
-			if e.Resource != "" {
-				item = e.Resource + " " + item
-			}
-			where = append(where, item)
+			where = append(where, deletionItem(e))
 		}
 		d.line("  - %s: %s", strings.Join(where, ", "), e.Message)
 	}
+}
+
+// deletionItem names the item of a deletion error: "<resource> <ns>/<name>".
+func deletionItem(e v1.DeletionError) string {
+	item := e.Name
+	if e.Namespace != "" {
+		item = e.Namespace + "/" + item
+	}
+	if e.Resource != "" {
+		item = e.Resource + " " + item
+	}
+	return item
 }
 
 func describeDeletionReport(d *describer, rep *v1.DeletionReport) {
@@ -142,7 +147,19 @@ func describeDeletionReport(d *describer, rep *v1.DeletionReport) {
 		if a.Failed > 0 {
 			line += fmt.Sprintf(", %d failed", a.Failed)
 		}
+		if a.Skipped > 0 {
+			line += fmt.Sprintf(", %d failed and skipped", a.Skipped)
+		}
 		d.line("  %s:\t%s", a.Name, line)
+	}
+	if rep.SkippedCount > 0 {
+		d.line("  Skipped (their DeleteItemActions failed; what they were to clean up is still there):")
+		for _, e := range rep.SkippedItems {
+			d.line("    - %s, plugin %s: %s", deletionItem(e), e.Plugin, e.Message)
+		}
+		if more := rep.SkippedCount - int64(len(rep.SkippedItems)); more > 0 {
+			d.line("    ... and %d more (each is in the server's log)", more)
+		}
 	}
 	d.line("  Snapshots deleted:\t%d", rep.SnapshotsDeleted)
 	d.line("  Restores deleted:\t%d", rep.RestoresDeleted)

@@ -14,18 +14,24 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
 
-// followers names the waiting requests for the same backup as obj.
+// followers names the waiting requests for the same backup as obj, and
+// the request obj waits for when obj brings consent to skip failed
+// actions, so that it takes it at once.
 func (r *DeleteBackupRequestReconciler) followers(ctx context.Context, obj client.Object) []reconcile.Request {
 	dbr, ok := obj.(*v1.DeleteBackupRequest)
 	if !ok || dbr.Spec.BackupName == "" {
 		return nil
+	}
+	var lead []reconcile.Request
+	if dbr.Spec.SkipFailedActions && dbr.Status.HandledBy != "" {
+		lead = append(lead, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Status.HandledBy}})
 	}
 	var list v1.DeleteBackupRequestList
 	if err := r.Client.List(ctx, &list, client.InNamespace(dbr.Namespace)); err != nil {
 		r.Log.Warn("listing the deletion requests waiting on another", "request", dbr.Name, "error", err)
 		return nil
 	}
-	var out []reconcile.Request
+	out := lead
 	for i := range list.Items {
 		o := &list.Items[i]
 		if o.Name != dbr.Name && o.Spec.BackupName == dbr.Spec.BackupName && requestWaiting(o.Status.Phase) && !o.Spec.DryRun {
@@ -33,6 +39,25 @@ func (r *DeleteBackupRequestReconciler) followers(ctx context.Context, obj clien
 		}
 	}
 	return out
+}
+
+// skipConsent says whether dbr may go past items whose DeleteItemAction
+// fails: its own spec says so, or a request waiting for it does (an
+// operator's `backup delete --skip-failed-actions` while garbage
+// collection's request keeps failing).
+func (r *DeleteBackupRequestReconciler) skipConsent(ctx context.Context, dbr *v1.DeleteBackupRequest) (bool, error) {
+	if dbr.Spec.SkipFailedActions || dbr.Status.SkipFailedActions {
+		return true, nil
+	}
+	var list v1.DeleteBackupRequestList
+	if err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
+	}); err != nil {
+		return false, fmt.Errorf("listing deletion requests: %w", err)
+	}
+	return slices.ContainsFunc(list.Items, func(o v1.DeleteBackupRequest) bool {
+		return o.Status.HandledBy == dbr.Name && o.Spec.SkipFailedActions && !requestFinished(o.Status.Phase)
+	}), nil
 }
 
 // leader returns the request dbr must wait for: one InProgress for the same

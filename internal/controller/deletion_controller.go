@@ -439,6 +439,21 @@ func (r *DeleteBackupRequestReconciler) wait(ctx context.Context, dbr *v1.Delete
 // checkpoint, and decides what comes next: the end, or another attempt.
 func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
 	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName)
+	consent, err := r.skipConsent(ctx, dbr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if consent && !dbr.Status.SkipFailedActions {
+		// New consent does not wait out the backoff of attempts made
+		// without it; it is recorded first, so it starts one attempt only.
+		log.Info("going past items whose DeleteItemAction fails, as asked (skipFailedActions)")
+		if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+			s.SkipFailedActions = true
+			s.NextAttemptTime = nil
+		}); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if next := dbr.Status.NextAttemptTime; next != nil {
 		if wait := next.Sub(r.now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
@@ -454,7 +469,7 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 	defer r.running.Delete(reqKey)
 
 	var b v1.Backup
-	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Spec.BackupName}, &b)
+	err = r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Spec.BackupName}, &b)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("reading backup %q: %w", dbr.Spec.BackupName, err)
 	}
@@ -507,7 +522,7 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 		res.Report = v1.DeletionReport{Warnings: res.State.Warnings}
 	} else {
 		res = r.Engine.Run(ctx, deletion.Input{
-			Backup: &b, Store: store, State: deletionStateOf(dbr),
+			Backup: &b, Store: store, State: deletionStateOf(dbr), SkipFailedActions: dbr.Status.SkipFailedActions,
 			OnState: func(st deletion.State) {
 				// Best effort: a lost write costs calls repeated on resume.
 				if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) { applyDeletionState(s, st) }); err != nil {

@@ -75,6 +75,7 @@ func deletionStateOf(dbr *v1.DeleteBackupRequest) deletion.State {
 	}
 	if s.Report != nil {
 		st.Warnings = slices.Clone(s.Report.Warnings)
+		st.Skipped, st.SkippedCount = slices.Clone(s.Report.SkippedItems), s.Report.SkippedCount
 	}
 	return st
 }
@@ -85,11 +86,12 @@ func applyDeletionState(s *v1.DeleteBackupRequestStatus, st deletion.State) {
 	s.Checkpoint = &cp
 	s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved = st.SnapshotsDeleted, st.RestoresDeleted, st.KeysRemoved
 	s.UnfinishedUploadsRemoved = st.UnfinishedUploadsRemoved
-	if len(st.Warnings) > 0 {
+	if len(st.Warnings) > 0 || st.SkippedCount > 0 {
 		if s.Report == nil {
 			s.Report = &v1.DeletionReport{}
 		}
 		s.Report.Warnings = slices.Clone(st.Warnings)
+		s.Report.SkippedItems, s.Report.SkippedCount = slices.Clone(st.Skipped), st.SkippedCount
 	}
 }
 

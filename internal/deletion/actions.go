@@ -273,16 +273,26 @@ func (r *run) runTask(ctx context.Context, t task, actions []*action, progs []*p
 		}
 		err := execute(a, &api.DeleteItemActionExecuteInput{Item: item, Backup: r.in.Backup})
 		metrics.DeleteItemActionCalls.WithLabelValues(a.name, metrics.Result(err)).Inc()
+		skipped := false
 		if err != nil {
-			r.log.Error("DeleteItemAction failed", "action", a.name, "resource", t.it.ref.GroupResource,
-				"namespace", t.it.ref.Namespace, "name", t.it.ref.Name, "position", t.it.pos, "error", err)
-			_ = r.fail(v1.DeletionError{
+			de := v1.DeletionError{
 				Step: v1.DeletionStepItemActions, Plugin: a.name, Resource: t.it.ref.GroupResource,
 				Namespace: t.it.ref.Namespace, Name: t.it.ref.Name, Message: err.Error(),
-			})
+			}
+			if skipped = r.in.SkipFailedActions; skipped {
+				r.skip(de)
+			} else {
+				r.log.Error("DeleteItemAction failed", "action", a.name, "resource", t.it.ref.GroupResource,
+					"namespace", t.it.ref.Namespace, "name", t.it.ref.Name, "position", t.it.pos, "error", err)
+				_ = r.fail(de)
+			}
 		}
 		r.mu.Lock()
-		p.finish(t.it.pos, err == nil)
+		if skipped {
+			p.finishSkipped(t.it.pos)
+		} else {
+			p.finish(t.it.pos, err == nil)
+		}
 		r.dirty = true
 		r.pending++
 		full := r.pending >= r.e.checkpointItems()

@@ -121,6 +121,11 @@ type State struct {
 	UnfinishedUploadsRemoved int64
 	// Warnings are what the deletion went on without (bounded).
 	Warnings []string
+	// Skipped are the items whose DeleteItemAction failed and that the
+	// deletion went past (Input.SkipFailedActions), bounded by
+	// v1.DeletionSkippedItemsMax; SkippedCount counts them all.
+	Skipped      []v1.DeletionError
+	SkippedCount int64
 }
 
 // Input is one attempt at deleting a backup.
@@ -135,6 +140,10 @@ type Input struct {
 	// OnState receives the state while the attempt runs, from one
 	// goroutine at a time and never after Run has returned.
 	OnState func(State)
+	// SkipFailedActions is the operator's consent to go past items whose
+	// DeleteItemAction fails: each is recorded in State.Skipped and
+	// counted done, so the step completes and the deletion goes on.
+	SkipFailedActions bool
 }
 
 // Result is how an attempt ended.
@@ -333,6 +342,22 @@ func (r *run) fail(de v1.DeletionError) error {
 	return errors.New(ErrorMessage(de))
 }
 
+// skip records an item whose DeleteItemAction failed and that the
+// deletion goes past with the operator's consent. Every one is logged;
+// the state lists the first v1.DeletionSkippedItemsMax.
+func (r *run) skip(de v1.DeletionError) {
+	r.log.Warn("DeleteItemAction failed; going past the item (skipFailedActions)", "action", de.Plugin, "resource", de.Resource,
+		"namespace", de.Namespace, "name", de.Name, "error", de.Message)
+	de.Message = clipTo(de.Message, skippedMessageMax)
+	r.mu.Lock()
+	r.state.SkippedCount++
+	if len(r.state.Skipped) < v1.DeletionSkippedItemsMax {
+		r.state.Skipped = append(r.state.Skipped, de)
+	}
+	r.dirty = true
+	r.mu.Unlock()
+}
+
 func (r *run) leftBehind(what string) {
 	what = clip(what)
 	r.mu.Lock()
@@ -400,9 +425,10 @@ func (r *run) result(err error) Result {
 		SnapshotsDeleted: res.State.SnapshotsDeleted, RestoresDeleted: res.State.RestoresDeleted,
 		KeysRemoved: res.State.KeysRemoved, Warnings: slices.Clone(res.State.Warnings),
 		UnfinishedUploadsRemoved: res.State.UnfinishedUploadsRemoved,
+		SkippedItems:             slices.Clone(res.State.Skipped), SkippedCount: res.State.SkippedCount,
 	}
 	for _, p := range r.actions {
-		rep.Actions = append(rep.Actions, v1.DeletionActionReport{Name: p.name, Items: p.succeeded, Failed: p.failures})
+		rep.Actions = append(rep.Actions, v1.DeletionActionReport{Name: p.name, Items: p.succeeded, Failed: p.failures, Skipped: p.skipped})
 	}
 	if err != nil {
 		rep.LeftBehind = slices.Clone(r.left)
@@ -412,7 +438,13 @@ func (r *run) result(err error) Result {
 }
 
 // clip shortens s to maxMessage bytes, on a rune boundary.
-func clip(s string) string {
+func clip(s string) string { return clipTo(s, maxMessage) }
+
+// skippedMessageMax bounds the message of a skipped item: there may be a
+// thousand of them in the request.
+const skippedMessageMax = 256
+
+func clipTo(s string, maxMessage int) string {
 	if len(s) <= maxMessage {
 		return s
 	}
@@ -427,6 +459,7 @@ func cloneState(s State) State {
 	out := s
 	out.Checkpoint = *s.Checkpoint.DeepCopy()
 	out.Warnings = slices.Clone(s.Warnings)
+	out.Skipped = slices.Clone(s.Skipped)
 	return out
 }
 

@@ -55,6 +55,9 @@ type progress struct {
 	succeeded int64
 	// failures counts failed calls in this attempt.
 	failures int64
+	// skipped counts failed calls gone past in this attempt (they count
+	// as done, not as failures).
+	skipped int64
 	// deferred counts items left to the next attempt because of held.
 	deferred int64
 	// abandoned counts items started but never called (cancellation).
@@ -114,6 +117,15 @@ func (p *progress) finish(pos int64, ok bool) {
 		p.failures++
 		p.hold(pos)
 	}
+	p.recompute()
+}
+
+// finishSkipped records a failed call for pos that the deletion goes
+// past: pos is done, and never passed again.
+func (p *progress) finishSkipped(pos int64) {
+	delete(p.inflight, pos)
+	p.skipped++
+	p.done[pos] = struct{}{}
 	p.recompute()
 }
 
