@@ -177,7 +177,8 @@ func TestServerFlags(t *testing.T) {
 		"--default-backup-ttl", "48h", "--store-validation-frequency", "5m", "--list-workers", "3", "--backup-sync-period", "30s",
 		"--plugin-dir", "/opt/plugins", "--plugin-timeout", "DeleteItemAction=2m", "--item-operation-sync-frequency", "3s",
 		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json",
-		"--delete-item-action-workers", "4", "--deletion-max-attempts", "3", "--deletion-retry-base", "10s")
+		"--delete-item-action-workers", "4", "--deletion-max-attempts", "3", "--deletion-retry-base", "10s",
+		"--leader-elect-lease-duration", "30s", "--leader-elect-renew-deadline", "20s", "--leader-elect-retry-period", "4s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +189,13 @@ func TestServerFlags(t *testing.T) {
 		PluginTimeouts:             map[api.Kind]time.Duration{api.KindDeleteItemAction: 2 * time.Minute},
 		ItemOperationSyncFrequency: 3 * time.Second, ClientBurst: 50, LogLevel: "debug", LogFormat: "json",
 		DeleteItemActionWorkers: 4, DeletionMaxAttempts: 3, DeletionRetryBase: 10 * time.Second,
+		LeaderElect: true, LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 4 * time.Second,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flags:\n got %+v\nwant %+v", got, want)
+	}
+	if err := runReal(t, "server", "--kubeconfig", kubeconfig, "--leader-elect=false"); err != nil || got.LeaderElect {
+		t.Errorf("--leader-elect=false: error %v, LeaderElect %v; want leader election off", err, got.LeaderElect)
 	}
 
 	for _, bad := range [][]string{
@@ -201,6 +206,9 @@ func TestServerFlags(t *testing.T) {
 		{"--deletion-max-attempts", "0"},
 		{"--deletion-retry-base", "0s"},
 		{"--default-backup-ttl", "soon"},
+		{"--leader-elect-lease-duration", "10s"},
+		{"--leader-elect-renew-deadline", "2s"},
+		{"--leader-elect-retry-period", "0s"},
 	} {
 		err := runReal(t, append([]string{"server", "--kubeconfig", kubeconfig}, bad...)...)
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "--")) {

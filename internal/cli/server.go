@@ -52,6 +52,9 @@ func newServerCommand(f *Factory) *cobra.Command {
 			if opts.DeletionRetryBase <= 0 {
 				return fmt.Errorf("invalid --deletion-retry-base %s: must be a positive duration such as 30s", opts.DeletionRetryBase)
 			}
+			if err := opts.ValidateLeaderElection(); err != nil {
+				return err
+			}
 			timeouts, err := parsePluginTimeouts(pluginTimeouts)
 			if err != nil {
 				return err
@@ -89,6 +92,10 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps the server may send")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
+	fl.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "act only while holding the Lease "+server.LeaderElectionID+" in the server's namespace, so that of several servers (a rolling update, a server started by hand) one acts and the others stand by; --leader-elect=false only when exactly one server runs")
+	fl.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", opts.LeaseDuration, "how long standbys wait after the leader's last renewal before taking over from a leader that vanished")
+	fl.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", opts.RenewDeadline, "how long the leader tries to renew its lease before it stops acting and exits")
+	fl.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", opts.RetryPeriod, "how often standbys try to take the lease and the leader renews it")
 	return cmd
 }
 
