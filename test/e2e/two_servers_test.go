@@ -47,32 +47,15 @@ func fastLeaseArgs() []string {
 		"--leader-elect-retry-period", twoRetry.String()}
 }
 
-var (
-	lifeboatBinOnce sync.Once
-	lifeboatBin     string
-	lifeboatBinErr  error
-)
-
-// lifeboatBinary builds, once, the lifeboat binary the process tests run.
+// lifeboatBinary builds the lifeboat binary a test runs as processes, into
+// the test's temp dir (the build cache makes a second build a link).
 func lifeboatBinary(t *testing.T) string {
 	t.Helper()
-	lifeboatBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "lifeboat-e2e-bin-")
-		if err != nil {
-			lifeboatBinErr = err
-			return
-		}
-		bin := filepath.Join(dir, "lifeboat")
-		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lifeboat").CombinedOutput(); err != nil {
-			lifeboatBinErr = fmt.Errorf("building lifeboat: %w\n%s", err, out)
-			return
-		}
-		lifeboatBin = bin
-	})
-	if lifeboatBinErr != nil {
-		t.Fatal(lifeboatBinErr)
+	bin := filepath.Join(t.TempDir(), "lifeboat")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lifeboat").CombinedOutput(); err != nil {
+		t.Fatalf("building lifeboat: %v\n%s", err, out)
 	}
-	return lifeboatBin
+	return bin
 }
 
 // fleet starts server processes on one namespace and tells them apart.
