@@ -180,7 +180,8 @@ func TestServerFlags(t *testing.T) {
 		"--client-qps", "25", "--client-burst", "50", "--log-level", "debug", "--log-format", "json",
 		"--delete-item-action-workers", "4", "--deletion-max-attempts", "3", "--deletion-retry-base", "10s",
 		"--plugin-max-message-size", "256Mi", "--plugin-idle-timeout", "1m",
-		"--max-item-size", "1Mi", "--max-archive-size", "2G", "--max-archive-ratio", "50")
+		"--max-item-size", "1Mi", "--max-archive-size", "2G", "--max-archive-ratio", "50",
+		"--leader-elect-lease-duration", "30s", "--leader-elect-renew-deadline", "20s", "--leader-elect-retry-period", "4s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +194,13 @@ func TestServerFlags(t *testing.T) {
 		DeleteItemActionWorkers: 4, DeletionMaxAttempts: 3, DeletionRetryBase: 10 * time.Second,
 		PluginMaxMessageSize: 256 << 20, PluginIdleTimeout: time.Minute,
 		ArchiveLimits: archive.Limits{MaxEntryBytes: 1 << 20, MaxTotalBytes: 2e9, MaxRatio: 50},
+		LeaderElect:   true, LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 4 * time.Second,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flags:\n got %+v\nwant %+v", got, want)
+	}
+	if err := runReal(t, "server", "--kubeconfig", kubeconfig, "--leader-elect=false"); err != nil || got.LeaderElect {
+		t.Errorf("--leader-elect=false: error %v, LeaderElect %v; want leader election off", err, got.LeaderElect)
 	}
 
 	for _, bad := range [][]string{
@@ -216,6 +221,9 @@ func TestServerFlags(t *testing.T) {
 		{"--max-item-size", "30Gi"},
 		{"--max-archive-size", "-1Gi"},
 		{"--max-archive-ratio", "0"},
+		{"--leader-elect-lease-duration", "10s"},
+		{"--leader-elect-renew-deadline", "2s"},
+		{"--leader-elect-retry-period", "0s"},
 	} {
 		err := runReal(t, append([]string{"server", "--kubeconfig", kubeconfig}, bad...)...)
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "--")) {

@@ -59,6 +59,9 @@ func newServerCommand(f *Factory) *cobra.Command {
 			if err := validateArchiveLimits(opts.ArchiveLimits); err != nil {
 				return err
 			}
+			if err := opts.ValidateLeaderElection(); err != nil {
+				return err
+			}
 			timeouts, err := parsePluginTimeouts(pluginTimeouts)
 			if err != nil {
 				return err
@@ -112,6 +115,10 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.BoolVar(&opts.BackupFinalizer, "backup-finalizer", opts.BackupFinalizer, "put the lifeboat.io/backup-data finalizer on Backups, so that deleting a Backup object (kubectl delete backup) deletes its data, snapshots and restores too; a Backup deleted with its namespace, with the Backup CRD or by garbage collection of its owner still only loses the object. Off, deleting the object only removes the object, as in Velero")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
+	fl.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "act only while holding the Lease "+server.LeaderElectionID+" in the server's namespace, so that of several servers (a rolling update, a server started by hand) one acts and the others stand by; --leader-elect=false only when exactly one server runs")
+	fl.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", opts.LeaseDuration, "how long standbys wait after the leader's last renewal before taking over from a leader that vanished")
+	fl.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", opts.RenewDeadline, "how long the leader tries to renew its lease before it stops acting and exits")
+	fl.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", opts.RetryPeriod, "how often standbys try to take the lease and the leader renews it")
 	return cmd
 }
 

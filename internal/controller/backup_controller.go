@@ -135,13 +135,13 @@ func (r *BackupReconciler) setFinalizer(ctx context.Context, b *v1.Backup, on bo
 	if controllerutil.ContainsFinalizer(b, v1.BackupFinalizer) == on {
 		return nil
 	}
-	orig := b.DeepCopy()
-	if on {
-		controllerutil.AddFinalizer(b, v1.BackupFinalizer)
-	} else {
-		controllerutil.RemoveFinalizer(b, v1.BackupFinalizer)
-	}
-	err := r.Client.Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	err := patchObject(ctx, r.Client, b, func() {
+		if on {
+			controllerutil.AddFinalizer(b, v1.BackupFinalizer)
+		} else {
+			controllerutil.RemoveFinalizer(b, v1.BackupFinalizer)
+		}
+	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("updating finalizer %s of backup %s/%s: %w", v1.BackupFinalizer, b.Namespace, b.Name, err)
 	}
@@ -272,14 +272,15 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	// `backup get` and later deletion know where it and its snapshots are.
 	if b.Spec.StorageLocation != bsl.Name || b.Labels[v1.StorageLocationLabel] != v1.LabelValue(bsl.Name) ||
 		!slices.Equal(b.Spec.VolumeSnapshotLocations, snapshotLocations) {
-		orig := b.DeepCopy()
-		b.Spec.StorageLocation = bsl.Name
-		b.Spec.VolumeSnapshotLocations = snapshotLocations
-		if b.Labels == nil {
-			b.Labels = map[string]string{}
-		}
-		b.Labels[v1.StorageLocationLabel] = v1.LabelValue(bsl.Name)
-		if err := r.Client.Patch(ctx, b, client.MergeFrom(orig)); err != nil {
+		err := patchObject(ctx, r.Client, b, func() {
+			b.Spec.StorageLocation = bsl.Name
+			b.Spec.VolumeSnapshotLocations = snapshotLocations
+			if b.Labels == nil {
+				b.Labels = map[string]string{}
+			}
+			b.Labels[v1.StorageLocationLabel] = v1.LabelValue(bsl.Name)
+		})
+		if err != nil {
 			return fmt.Errorf("recording the backup's storage location: %w", err)
 		}
 	}
@@ -347,19 +348,13 @@ func (r *BackupReconciler) failValidation(ctx context.Context, b *v1.Backup, msg
 	})
 }
 
-// patchStatus applies change to b's status and patches it, conditions
-// included. A status write that fails because the server is going away must
-// not hide how the backup ended, so it is retried with a fresh context.
+// patchStatus applies change to b's status and writes it (writeStatus),
+// conditions included.
 func (r *BackupReconciler) patchStatus(ctx context.Context, b *v1.Backup, change func(*v1.BackupStatus)) error {
-	orig := b.DeepCopy()
-	change(&b.Status)
-	setBackupConditions(b)
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-	}
-	err := r.Client.Status().Patch(ctx, b, client.MergeFrom(orig))
+	err := writeStatus(ctx, r.Client, r.APIReader, b, func() {
+		change(&b.Status)
+		setBackupConditions(b)
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -91,27 +91,36 @@ func (r *BackupOperationsReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	attempted, completed, failed := itemops.Counts(ops)
 	pending := attempted - completed - failed
 
-	orig := b.DeepCopy()
-	b.Status.BackupItemOperationsAttempted = attempted
-	b.Status.BackupItemOperationsCompleted = completed
-	b.Status.BackupItemOperationsFailed = failed
-	if pending == 0 {
-		b.Status.Phase = v1.BackupPhaseCompleted
-		if failed > 0 || orig.Status.Phase == v1.BackupPhaseWaitingForPluginOperationsPartiallyFailed {
-			b.Status.Phase = v1.BackupPhasePartiallyFailed
+	// finish records the polled counts on a backup as read, and the end
+	// of the wait once nothing is pending.
+	finish := func(b *v1.Backup) {
+		s := &b.Status
+		s.BackupItemOperationsAttempted = attempted
+		s.BackupItemOperationsCompleted = completed
+		s.BackupItemOperationsFailed = failed
+		if pending == 0 {
+			partial := failed > 0 || s.Phase == v1.BackupPhaseWaitingForPluginOperationsPartiallyFailed
+			s.Phase = v1.BackupPhaseCompleted
+			if partial {
+				s.Phase = v1.BackupPhasePartiallyFailed
+			}
+			s.Errors += failed
+			done := metav1.NewTime(now)
+			s.CompletionTimestamp = &done
 		}
-		b.Status.Errors += failed
-		done := metav1.NewTime(now)
-		b.Status.CompletionTimestamp = &done
+		setBackupConditions(b)
+	}
+	if pending == 0 {
 		// The stored metadata says what the backup is; it must not stay
 		// "waiting" once the cluster says otherwise.
-		if err := putBackupMetadata(ctx, store, &b); err != nil {
+		ended := b.DeepCopy()
+		finish(ended)
+		if err := putBackupMetadata(ctx, store, ended); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.Log.Info("asynchronous operations ended", "backup", req.String(), "phase", b.Status.Phase, "completed", completed, "failed", failed)
+		r.Log.Info("asynchronous operations ended", "backup", req.String(), "phase", ended.Status.Phase, "completed", completed, "failed", failed)
 	}
-	setBackupConditions(&b)
-	if err := r.Client.Status().Patch(ctx, &b, client.MergeFrom(orig)); err != nil {
+	if err := writeStatus(ctx, r.Client, r.APIReader, &b, func() { finish(&b) }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("updating status of backup %s: %w", req, err)
 	}
 	if pending > 0 {

@@ -156,10 +156,11 @@ func (r *BackupSyncReconciler) create(ctx context.Context, bsl *v1.BackupStorage
 		}
 		return fmt.Errorf("creating backup: %w", err)
 	}
-	orig := b.DeepCopy()
-	b.Status = stored.Status
-	setBackupConditions(b)
-	if err := r.Client.Status().Patch(ctx, b, client.MergeFrom(orig)); err != nil {
+	err := writeStatus(ctx, r.Client, r.APIReader, b, func() {
+		b.Status = stored.Status
+		setBackupConditions(b)
+	})
+	if err != nil {
 		return fmt.Errorf("recording the synced backup's status: %w", err)
 	}
 	return nil

@@ -50,23 +50,27 @@ func (r *StorageLocationReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	defer cancel()
 	err := r.validate(vctx, &bsl)
 
-	orig := bsl.DeepCopy()
+	before := bsl.Status.Phase
 	now := metav1.Now()
-	bsl.Status.LastValidationTime = &now
-	if err != nil {
-		bsl.Status.Phase = v1.BackupStorageLocationPhaseUnavailable
-		bsl.Status.Message = err.Error()
-		setCondition(&bsl.Status.Conditions, bsl.Generation, ConditionAvailable, false, "ValidationFailed", err.Error())
-	} else {
-		bsl.Status.Phase = v1.BackupStorageLocationPhaseAvailable
-		bsl.Status.Message = ""
-		setCondition(&bsl.Status.Conditions, bsl.Generation, ConditionAvailable, true, "Validated", "the object store is reachable and its layout is valid")
-	}
-	if orig.Status.Phase != bsl.Status.Phase {
+	// A conflict (the location edited while it was checked) is refused:
+	// the check ran against what was read.
+	werr := writeStatus(ctx, r.Client, nil, &bsl, func() {
+		bsl.Status.LastValidationTime = &now
+		if err != nil {
+			bsl.Status.Phase = v1.BackupStorageLocationPhaseUnavailable
+			bsl.Status.Message = err.Error()
+			setCondition(&bsl.Status.Conditions, bsl.Generation, ConditionAvailable, false, "ValidationFailed", err.Error())
+		} else {
+			bsl.Status.Phase = v1.BackupStorageLocationPhaseAvailable
+			bsl.Status.Message = ""
+			setCondition(&bsl.Status.Conditions, bsl.Generation, ConditionAvailable, true, "Validated", "the object store is reachable and its layout is valid")
+		}
+	})
+	if werr == nil && before != bsl.Status.Phase {
 		r.Log.Info("storage location changed phase", "location", req.String(), "phase", bsl.Status.Phase, "message", bsl.Status.Message)
 	}
-	if err := r.Client.Status().Patch(ctx, &bsl, client.MergeFrom(orig)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("updating status of storage location %s: %w", req, err)
+	if werr != nil {
+		return ctrl.Result{}, fmt.Errorf("updating status of storage location %s: %w", req, werr)
 	}
 	if every <= 0 {
 		return ctrl.Result{}, nil

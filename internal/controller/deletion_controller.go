@@ -696,16 +696,16 @@ func (r *DeleteBackupRequestReconciler) setBackupPhase(ctx context.Context, b *v
 	if (phase == "" || phase == b.Status.Phase) && cond == nil {
 		return nil
 	}
-	orig := b.DeepCopy()
-	if phase != "" {
-		b.Status.Phase = phase
-		setBackupConditions(b)
-	}
-	if cond != nil {
-		cond.ObservedGeneration = b.Generation
-		meta.SetStatusCondition(&b.Status.Conditions, *cond)
-	}
-	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Status().Patch(ctx, b, client.MergeFrom(orig)) })
+	err := writeStatus(ctx, r.Client, r.APIReader, b, func() {
+		if phase != "" {
+			b.Status.Phase = phase
+			setBackupConditions(b)
+		}
+		if cond != nil {
+			cond.ObservedGeneration = b.Generation
+			meta.SetStatusCondition(&b.Status.Conditions, *cond)
+		}
+	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("setting phase %s on backup %s/%s: %w", phase, b.Namespace, b.Name, err)
 	}

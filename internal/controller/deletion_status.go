@@ -6,31 +6,20 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
 )
 
 // patchStatus applies change to dbr's status, with the conditions derived
-// from the phase, and patches it. As for backups, a final status must be
-// written even while the server shuts down, so a cancelled ctx gets a
-// fresh, short one.
+// from the phase, and writes it (writeStatus).
 func (r *DeleteBackupRequestReconciler) patchStatus(ctx context.Context, dbr *v1.DeleteBackupRequest, change func(*v1.DeleteBackupRequestStatus)) error {
-	orig := dbr.DeepCopy()
-	change(&dbr.Status)
-	setRequestConditions(dbr)
-	timeout := deletionCallTimeout
-	if ctx.Err() != nil {
-		ctx = context.WithoutCancel(ctx)
-		timeout = 10 * time.Second
-	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := r.Client.Status().Patch(callCtx, dbr, client.MergeFrom(orig))
+	err := writeStatus(ctx, r.Client, r.APIReader, dbr, func() {
+		change(&dbr.Status)
+		setRequestConditions(dbr)
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

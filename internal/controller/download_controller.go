@@ -45,22 +45,23 @@ func (r *DownloadRequestReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, &dr))
 	}
 
-	orig := dr.DeepCopy()
 	url, err := r.url(ctx, &dr)
 	exp := metav1.NewTime(time.Now().Add(r.URLTTL))
-	dr.Status.Phase = v1.DownloadRequestPhaseProcessed
-	dr.Status.Expiration = &exp
-	if err != nil {
-		// The request is answered either way: a client waiting for it reads
-		// the reason from the condition instead of timing out.
-		dr.Status.DownloadURL = ""
-		setCondition(&dr.Status.Conditions, dr.Generation, ConditionProcessed, false, "Failed", err.Error())
-	} else {
-		dr.Status.DownloadURL = url
-		setCondition(&dr.Status.Conditions, dr.Generation, ConditionProcessed, true, "URLCreated", "")
-	}
-	if err := r.Client.Status().Patch(ctx, &dr, client.MergeFrom(orig)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("updating status of download request %s: %w", req, err)
+	werr := writeStatus(ctx, r.Client, nil, &dr, func() {
+		dr.Status.Phase = v1.DownloadRequestPhaseProcessed
+		dr.Status.Expiration = &exp
+		if err != nil {
+			// The request is answered either way: a client waiting for it
+			// reads the reason from the condition instead of timing out.
+			dr.Status.DownloadURL = ""
+			setCondition(&dr.Status.Conditions, dr.Generation, ConditionProcessed, false, "Failed", err.Error())
+		} else {
+			dr.Status.DownloadURL = url
+			setCondition(&dr.Status.Conditions, dr.Generation, ConditionProcessed, true, "URLCreated", "")
+		}
+	})
+	if werr != nil {
+		return ctrl.Result{}, fmt.Errorf("updating status of download request %s: %w", req, werr)
 	}
 	return ctrl.Result{RequeueAfter: r.URLTTL}, nil
 }

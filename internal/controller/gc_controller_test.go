@@ -36,6 +36,16 @@ import (
 // with only the controller under test running. One cluster for all cases:
 // starting one costs seconds.
 func TestGCAndFinalizerAgainstAPIServer(t *testing.T) {
+	h := startAPIHarness(t)
+	t.Run("GC", h.testGC)
+	t.Run("Finalizer", h.testFinalizer)
+	t.Run("FinalizerOff", h.testFinalizerOff)
+	t.Run("FinalizerBulkDeletions", h.testFinalizerBulkDeletions)
+}
+
+// startAPIHarness starts a local cluster for the test and a client of it.
+func startAPIHarness(t *testing.T) *apiHarness {
+	t.Helper()
 	c, err := localcluster.Start(localcluster.Options{InstallCRDs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -60,11 +70,7 @@ func TestGCAndFinalizerAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &apiHarness{cfg: c.Config, scheme: scheme, c: cl}
-	t.Run("GC", h.testGC)
-	t.Run("Finalizer", h.testFinalizer)
-	t.Run("FinalizerOff", h.testFinalizerOff)
-	t.Run("FinalizerBulkDeletions", h.testFinalizerBulkDeletions)
+	return &apiHarness{cfg: c.Config, scheme: scheme, c: cl}
 }
 
 type apiHarness struct {

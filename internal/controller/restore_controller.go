@@ -220,14 +220,13 @@ func (r *RestoreReconciler) recordBackup(ctx context.Context, rs *v1.Restore, ba
 	if rs.Spec.BackupName == backup && rs.Labels[v1.BackupNameLabel] != "" {
 		return nil
 	}
-	orig := rs.DeepCopy()
-	rs.Spec.BackupName = backup
-	if rs.Labels[v1.BackupNameLabel] == "" {
-		metav1.SetMetaDataLabel(&rs.ObjectMeta, v1.BackupNameLabel, v1.LabelValue(backup))
-	}
-	callCtx, cancel := context.WithTimeout(ctx, restoreCallTimeout)
-	defer cancel()
-	if err := r.Client.Patch(callCtx, rs, client.MergeFrom(orig)); err != nil {
+	err := patchObject(ctx, r.Client, rs, func() {
+		rs.Spec.BackupName = backup
+		if rs.Labels[v1.BackupNameLabel] == "" {
+			metav1.SetMetaDataLabel(&rs.ObjectMeta, v1.BackupNameLabel, v1.LabelValue(backup))
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("recording backup %q on restore %s/%s: %w", backup, rs.Namespace, rs.Name, err)
 	}
 	return nil
@@ -321,21 +320,13 @@ func (r *RestoreReconciler) failValidation(ctx context.Context, rs *v1.Restore, 
 	})
 }
 
-// patchStatus applies change to rs's status and patches it, conditions
-// included. As for backups, a final status must be written even when the
-// server is shutting down, so a cancelled ctx gets a fresh, short one.
+// patchStatus applies change to rs's status and writes it (writeStatus),
+// conditions included.
 func (r *RestoreReconciler) patchStatus(ctx context.Context, rs *v1.Restore, change func(*v1.RestoreStatus)) error {
-	orig := rs.DeepCopy()
-	change(&rs.Status)
-	setRestoreConditions(rs)
-	timeout := restoreCallTimeout
-	if ctx.Err() != nil {
-		ctx = context.WithoutCancel(ctx)
-		timeout = 10 * time.Second
-	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := r.Client.Status().Patch(callCtx, rs, client.MergeFrom(orig))
+	err := writeStatus(ctx, r.Client, r.APIReader, rs, func() {
+		change(&rs.Status)
+		setRestoreConditions(rs)
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -167,15 +167,16 @@ func (r *ScheduleReconciler) runningBackup(ctx context.Context, s *v1.Schedule) 
 	return "", nil
 }
 
-// patchStatus writes the status only when it changed, so a reconcile that
-// finds nothing to do costs no write.
+// patchStatus writes s's status over orig, the schedule as read, only when
+// it changed, so a reconcile that finds nothing to do costs no write. A
+// conflict is refused (writeStatus): the next reconcile decides again from
+// the schedule as it is then, and a run it repeats finds its backup there.
 func (r *ScheduleReconciler) patchStatus(ctx context.Context, orig, s *v1.Schedule) error {
 	if equality.Semantic.DeepEqual(orig.Status, s.Status) {
 		return nil
 	}
-	err := r.call(ctx, func(ctx context.Context) error {
-		return r.Client.Status().Patch(ctx, s, client.MergeFrom(orig))
-	})
+	cur := orig.DeepCopy()
+	err := writeStatus(ctx, r.Client, nil, cur, func() { cur.Status = *s.Status.DeepCopy() })
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("updating status of schedule %s/%s: %w", s.Namespace, s.Name, err)
 	}

@@ -41,13 +41,14 @@ func (r *ServerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, &ssr))
 	}
-	orig := ssr.DeepCopy()
 	now := metav1.Now()
-	ssr.Status.Phase = v1.ServerStatusRequestPhaseProcessed
-	ssr.Status.ProcessedTimestamp = &now
-	ssr.Status.ServerVersion = r.Version
-	ssr.Status.Plugins = r.Plugins
-	if err := r.Client.Status().Patch(ctx, &ssr, client.MergeFrom(orig)); err != nil {
+	err := writeStatus(ctx, r.Client, nil, &ssr, func() {
+		ssr.Status.Phase = v1.ServerStatusRequestPhaseProcessed
+		ssr.Status.ProcessedTimestamp = &now
+		ssr.Status.ServerVersion = r.Version
+		ssr.Status.Plugins = r.Plugins
+	})
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("updating status of server status request %s: %w", req, err)
 	}
 	return ctrl.Result{RequeueAfter: r.TTL}, nil

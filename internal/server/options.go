@@ -1,7 +1,10 @@
 package server
 
 import (
+	"fmt"
 	"time"
+
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
@@ -82,6 +85,48 @@ type Options struct {
 	LogLevel string
 	// LogFormat is text or json.
 	LogFormat string
+
+	// LeaderElect makes the server act only while it holds the Lease
+	// LeaderElectionID in Namespace; other servers started on the same
+	// namespace stand by until it is released or expires.
+	LeaderElect bool
+	// LeaseDuration is how long standbys wait after the leader's last
+	// renewal before taking over from a leader that vanished.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// stops acting (the server exits).
+	RenewDeadline time.Duration
+	// RetryPeriod is how often standbys try to take the lease, and the
+	// leader to renew it.
+	RetryPeriod time.Duration
+}
+
+// LeaderElectionID names the Lease that elects the one server acting on a
+// namespace. It is Lifeboat's own: Velero's server takes no lease, so no
+// name could make the two exclude each other, and a Lifeboat server and a
+// Velero server must not serve one namespace at the same time.
+const LeaderElectionID = "lifeboat-server"
+
+// ValidateLeaderElection checks the lease timings the way the elector
+// needs them, naming the flags.
+func (o Options) ValidateLeaderElection() error {
+	if !o.LeaderElect {
+		return nil
+	}
+	if o.RetryPeriod <= 0 || o.RenewDeadline <= 0 || o.LeaseDuration <= 0 {
+		return fmt.Errorf("invalid --leader-elect-lease-duration %s / --leader-elect-renew-deadline %s / --leader-elect-retry-period %s: each must be a positive duration",
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+	}
+	// The leader must give up before a standby may take over, and have
+	// more than one try at renewing before it does.
+	if o.LeaseDuration <= o.RenewDeadline {
+		return fmt.Errorf("invalid --leader-elect-lease-duration %s: must be longer than --leader-elect-renew-deadline %s", o.LeaseDuration, o.RenewDeadline)
+	}
+	if float64(o.RenewDeadline) <= leaderelection.JitterFactor*float64(o.RetryPeriod) {
+		return fmt.Errorf("invalid --leader-elect-renew-deadline %s: must be longer than %.1f times --leader-elect-retry-period %s",
+			o.RenewDeadline, leaderelection.JitterFactor, o.RetryPeriod)
+	}
+	return nil
 }
 
 // DefaultOptions are the server's defaults, shared by the CLI flags and tests.
@@ -107,5 +152,9 @@ func DefaultOptions() Options {
 		ArchiveLimits:                archive.DefaultLimits(),
 		LogLevel:                     "info",
 		LogFormat:                    "text",
+		LeaderElect:                  true,
+		LeaseDuration:                15 * time.Second,
+		RenewDeadline:                10 * time.Second,
+		RetryPeriod:                  2 * time.Second,
 	}
 }

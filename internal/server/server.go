@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -32,6 +33,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/credentials"
 	"github.com/lifeboat-io/lifeboat/internal/deleteactions"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/metrics"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/builtinplugin"
@@ -43,6 +45,9 @@ import (
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	log, err := NewLogger(os.Stderr, opts.LogLevel, opts.LogFormat)
 	if err != nil {
+		return err
+	}
+	if err := opts.ValidateLeaderElection(); err != nil {
 		return err
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
@@ -72,9 +77,25 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		// the server twice (the end-to-end tests restart it) would be
 		// refused without this.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// One server acts on a namespace at a time: its controllers (every
+		// one of them writes) start only once it holds the Lease, in the
+		// namespace it serves, since that is what two servers must not
+		// share. A server that stops releases the Lease once its
+		// controllers have stopped, so a standby takes over within a retry
+		// period instead of a lease duration.
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating controller manager: %w", err)
+	}
+	if err := mgr.Add(leading(opts, log)); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -183,7 +204,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			return fmt.Errorf("setting up controllers: %w", err)
 		}
 	}
-	log.Info("starting lifeboat server", "version", buildinfo.Version, "namespace", opts.Namespace)
+	// Anything added here that writes to the cluster or a store must be a
+	// controller or a runnable that needs leader election (the default for
+	// mgr.Add), so that a standby never runs it.
+	log.Info("starting lifeboat server", "version", buildinfo.Version, "namespace", opts.Namespace, "leaderElection", opts.LeaderElect)
+	if opts.LeaderElect {
+		log.Info("standing by until this server holds the leader lease", "lease", opts.Namespace+"/"+LeaderElectionID)
+	}
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running controllers: %w", err)
 	}
@@ -207,6 +234,21 @@ func NewLogger(w *os.File, level, format string) (*slog.Logger, error) {
 }
 
 func durationPtr(d time.Duration) *time.Duration { return &d }
+
+// leading runs while this server is the one acting on its namespace: it
+// says so in the log and in the lifeboat_leader gauge. Like the
+// controllers, the manager starts it only once the lease is held.
+func leading(opts Options, log *slog.Logger) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		if opts.LeaderElect {
+			log.Info("this server is the leader: its controllers start", "lease", opts.Namespace+"/"+LeaderElectionID)
+		}
+		metrics.Leader.Set(1)
+		<-ctx.Done()
+		metrics.Leader.Set(0)
+		return nil
+	}
+}
 
 // startPlugins finds the plugins of the plugin dir and lists them in the
 // log. A plugin that cannot be listed stops the server: running without it

@@ -388,6 +388,9 @@ func TestDeletionResumesAfterTheServerIsKilled(t *testing.T) {
 		"--plugin-dir", pluginDir, "--metrics-address", "0", "--health-address", "0", "--log-level", "info",
 		"--store-validation-frequency", "1s", "--backup-sync-period", "0", "--deletion-retry-base", "1s",
 		"--delete-item-action-workers", strconv.Itoa(killWorkers)}
+	// The restarted server takes the lease over once the killed one's
+	// expires: a short lease keeps that wait short.
+	args = append(args, fastLeaseArgs()...)
 	// Plugin processes inherit the server's environment.
 	childEnv := []string{"KUBECONFIG=" + env.Kubeconfig, "DELETE_PLUGIN_STATE_DIR=" + w.state}
 	first := startServerProcess(t, bin, args, childEnv, filepath.Join(logDir, "server-1.log"))
