@@ -14,11 +14,6 @@ import (
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
-var (
-	logLevels  = []string{"debug", "info", "warn", "error"}
-	logFormats = []string{"text", "json"}
-)
-
 // runServer is server.Run; tests swap it to see the options the flags built.
 var runServer = server.Run
 
@@ -33,35 +28,6 @@ func newServerCommand(f *Factory) *cobra.Command {
 			"The server works on the objects in the namespace given by -n (default velero).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Checked here so a typo names the flag instead of surfacing as
-			// a logger setup error after the client has connected.
-			if !slices.Contains(logLevels, opts.LogLevel) {
-				return fmt.Errorf("invalid --log-level %q: must be one of %v", opts.LogLevel, logLevels)
-			}
-			if !slices.Contains(logFormats, opts.LogFormat) {
-				return fmt.Errorf("invalid --log-format %q: must be one of %v", opts.LogFormat, logFormats)
-			}
-			if opts.ClientQPS == 0 || opts.ClientBurst < 1 {
-				return fmt.Errorf("invalid --client-qps %v / --client-burst %d: use a positive QPS (or -1 for no client-side limit) and a positive burst", opts.ClientQPS, opts.ClientBurst)
-			}
-			if opts.ListWorkers < 1 {
-				return fmt.Errorf("invalid --list-workers %d: must be at least 1", opts.ListWorkers)
-			}
-			if opts.DeleteItemActionWorkers < 1 {
-				return fmt.Errorf("invalid --delete-item-action-workers %d: must be at least 1", opts.DeleteItemActionWorkers)
-			}
-			if opts.DeletionMaxAttempts < 1 {
-				return fmt.Errorf("invalid --deletion-max-attempts %d: must be at least 1 (1 means no retry)", opts.DeletionMaxAttempts)
-			}
-			if opts.DeletionRetryBase <= 0 {
-				return fmt.Errorf("invalid --deletion-retry-base %s: must be a positive duration such as 30s", opts.DeletionRetryBase)
-			}
-			if err := validateArchiveLimits(opts.ArchiveLimits); err != nil {
-				return err
-			}
-			if err := opts.ValidateLeaderElection(); err != nil {
-				return err
-			}
 			timeouts, err := parsePluginTimeouts(pluginTimeouts)
 			if err != nil {
 				return err
@@ -70,8 +36,10 @@ func newServerCommand(f *Factory) *cobra.Command {
 			if opts.PluginMaxMessageSize, err = parsePluginMaxMessageSize(pluginMaxMessageSize); err != nil {
 				return err
 			}
-			if opts.PluginIdleTimeout <= 0 {
-				return fmt.Errorf("invalid --plugin-idle-timeout %s: must be a positive duration such as 5m", opts.PluginIdleTimeout)
+			// Checked before connecting, so a wrong value names its flag
+			// instead of surfacing later as some other error.
+			if err := opts.Validate(); err != nil {
+				return err
 			}
 			opts.Namespace = f.Namespace
 			cfg, err := f.RESTConfig()
@@ -133,26 +101,6 @@ func parsePluginMaxMessageSize(in string) (int64, error) {
 		return 0, fmt.Errorf("invalid --plugin-max-message-size %s: %w", in, err)
 	}
 	return q.Value(), nil
-}
-
-// validateArchiveLimits checks the archive limit flags. Zero would quietly
-// mean the default further down, so it is refused like any other value
-// that makes no sense.
-func validateArchiveLimits(l archive.Limits) error {
-	if l.MaxEntryBytes <= 0 {
-		return fmt.Errorf("invalid --%s %s: must be a positive size such as 64Mi", archive.FlagMaxEntryBytes, archive.Quantity(l.MaxEntryBytes))
-	}
-	if l.MaxTotalBytes <= 0 {
-		return fmt.Errorf("invalid --%s %s: must be a positive size such as 20Gi", archive.FlagMaxTotalBytes, archive.Quantity(l.MaxTotalBytes))
-	}
-	if l.MaxEntryBytes > l.MaxTotalBytes {
-		return fmt.Errorf("invalid --%s %s: larger than --%s %s, which bounds the whole archive",
-			archive.FlagMaxEntryBytes, archive.Quantity(l.MaxEntryBytes), archive.FlagMaxTotalBytes, archive.Quantity(l.MaxTotalBytes))
-	}
-	if l.MaxRatio < 1 {
-		return fmt.Errorf("invalid --%s %d: must be at least 1 (the default is %d)", archive.FlagMaxRatio, l.MaxRatio, archive.DefaultMaxRatio)
-	}
-	return nil
 }
 
 // parsePluginTimeouts reads --plugin-timeout kind=duration pairs.

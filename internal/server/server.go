@@ -43,11 +43,11 @@ import (
 
 // Run runs the controllers until ctx is cancelled.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
-	log, err := NewLogger(os.Stderr, opts.LogLevel, opts.LogFormat)
-	if err != nil {
+	if err := opts.Validate(); err != nil {
 		return err
 	}
-	if err := opts.ValidateLeaderElection(); err != nil {
+	log, err := NewLogger(os.Stderr, opts.LogLevel, opts.LogFormat)
+	if err != nil {
 		return err
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
