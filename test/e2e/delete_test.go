@@ -753,3 +753,45 @@ func TestDeletionOfABackupNotStartedYetWaitsForIt(t *testing.T) {
 		t.Errorf("receipts left: %v", got)
 	}
 }
+
+// A DeleteItemAction that fails on an item for good keeps the backup,
+// attempt after attempt, until the operator consents to go past it: the
+// CLI's --skip-failed-actions, given while that deletion waits for its next
+// attempt, lends it the consent, and the deletion completes at once with
+// the item listed.
+func TestSkipFailedActionsCompletesAStuckDeletion(t *testing.T) {
+	w := newDelWorld(t, func(o *server.Options) { o.DeletionRetryBase = time.Hour })
+	w.configMaps("settings", "features")
+	b := w.backup()
+	w.setFile("fail-"+w.app+"_settings", "")
+	stuck := w.request(b.Name)
+	w.waitRequest(stuck, "a failed attempt", time.Minute, func(d *v1.DeleteBackupRequest) bool {
+		return d.Status.NextAttemptTime != nil
+	})
+
+	out, err := lifeboat(t, "-n", w.ns, "backup", "delete", b.Name, "--skip-failed-actions", "--confirm", "--wait", "--timeout", "1m")
+	if err != nil {
+		t.Fatalf("backup delete --skip-failed-actions: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Skipped", "configmaps " + w.app + "/settings", recordDeletes, "refusing to clean up"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the CLI's report does not mention %q:\n%s", want, out)
+		}
+	}
+	done := w.waitEnded(stuck)
+	if done.Status.Phase != v1.DeleteBackupRequestPhaseProcessed || !done.Status.SkipFailedActions || done.Status.Attempts != 2 {
+		t.Fatalf("the stuck request: %s after %d attempts, skipping %v; want Processed by a second attempt that went past the item",
+			done.Status.Phase, done.Status.Attempts, done.Status.SkipFailedActions)
+	}
+	rep := done.Status.Report
+	if rep == nil || rep.SkippedCount != 1 || len(rep.SkippedItems) != 1 || rep.SkippedItems[0].Name != "settings" ||
+		rep.SkippedItems[0].Plugin != recordDeletes || !strings.Contains(rep.SkippedItems[0].Message, "refusing to clean up") {
+		t.Errorf("report %+v: want the one skipped item with the plugin's error", rep)
+	}
+	if !w.backupGone(b) || len(w.keys("backups/"+b.Name)) != 0 {
+		t.Error("the backup or its keys are still there")
+	}
+	if calls := w.calls(); calls["ok "+w.app+"/features"] != 1 {
+		t.Errorf("calls %v: features was done in the first attempt and must not be passed again", calls)
+	}
+}
