@@ -7,7 +7,7 @@ BIN := bin/lifeboat
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/lifeboat-io/lifeboat/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build generate test test-unit fuzz cluster demo bench tools lint clean
+.PHONY: build generate test test-race test-unit fuzz cluster demo bench tools lint clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lifeboat
@@ -25,11 +25,18 @@ tools:
 	hack/cluster-bins.sh >/dev/null
 	hack/versitygw.sh >/dev/null
 
-# Everything: unit, envtest and end-to-end tests, then each fuzz target briefly.
+# Everything: unit, envtest and end-to-end tests, the race detector on the
+# packages that share state between goroutines most, then each fuzz target
+# briefly.
 test: tools
 	$(GO) vet ./...
 	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) test-race
 	$(MAKE) fuzz
+
+RACE_PACKAGES := ./internal/deletion ./internal/pluginhost ./internal/controller
+test-race: tools
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) test -race -count=1 -timeout 15m $(RACE_PACKAGES)
 
 # The parsers of untrusted input, each fuzzed for FUZZTIME (go test -fuzz
 # takes one package and one target at a time). Their seeds, and any input
