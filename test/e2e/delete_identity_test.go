@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,23 +20,7 @@ import (
 func (w *delWorld) useS3(bucket string) {
 	w.t.Helper()
 	t := w.t
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: env.Name("s3-credentials")},
-		Data:       map[string][]byte{"cloud": env.S3.CredentialsFile()},
-	}
-	env.Create(t, secret)
-	w.bsl = &v1.BackupStorageLocation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: env.Name("s3")},
-		Spec: v1.BackupStorageLocationSpec{
-			Provider: "aws",
-			Config:   env.S3.BSLConfig(),
-			Credential: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: secret.Name}, Key: "cloud",
-			},
-			StorageType: v1.StorageType{ObjectStorage: &v1.ObjectStorageLocation{Bucket: bucket, Prefix: "lifeboat"}},
-		},
-	}
-	env.Create(t, w.bsl)
+	w.bsl = env.S3LocationOver(t, w.ns, env.Name("s3"), bucket)
 	w.bucket = ""
 	w.poll("the S3 location to be Available", time.Minute, func(ctx context.Context) (bool, error) {
 		var bsl v1.BackupStorageLocation

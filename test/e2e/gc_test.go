@@ -225,9 +225,8 @@ func TestBuiltInDeleteItemActionsAreListed(t *testing.T) {
 	}
 }
 
-// kubectl delete backup, all the way: the finalizer turns it into a
-// deletion, which runs the built-in labelled-resource cleanup, and the
-// Backup goes once its data has.
+// backup delete, all the way: the deletion runs the built-in
+// labelled-resource cleanup, and the Backup goes once its data has.
 func TestDeletingABackupRunsTheLabelledResourceCleanup(t *testing.T) {
 	ns := env.NewNamespace(t, "gc-labelled")
 	env.Create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: map[string]string{"k": "v"}})
@@ -249,9 +248,7 @@ func TestDeletingABackupRunsTheLabelledResourceCleanup(t *testing.T) {
 	env.Create(t, config)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), config) })
 
-	if err := env.Client.Delete(testenv.Ctx(t), b); err != nil {
-		t.Fatal(err)
-	}
+	mustLifeboat(t, "backup", "delete", b.Name, "--confirm", "--wait", "--timeout", "1m")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {

@@ -243,13 +243,25 @@ func (e *Env) S3Location(t testing.TB, name string) (*v1.BackupStorageLocation, 
 		t.Fatal("the test environment was started without S3 (Options.WithS3)")
 	}
 	bucket := e.S3.NewBucket(t)
+	return e.S3LocationOver(t, e.Namespace, name, bucket), bucket
+}
+
+// S3LocationOver creates a BackupStorageLocation called name in namespace
+// over an existing bucket of the test S3 server (prefix "lifeboat"), with
+// its credentials in a secret: two of them over one bucket are two
+// clusters sharing it.
+func (e *Env) S3LocationOver(t testing.TB, namespace, name, bucket string) *v1.BackupStorageLocation {
+	t.Helper()
+	if e.S3 == nil {
+		t.Fatal("the test environment was started without S3 (Options.WithS3)")
+	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: name + "-credentials"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials"},
 		Data:       map[string][]byte{"cloud": e.S3.CredentialsFile()},
 	}
 	e.Create(t, secret)
 	bsl := &v1.BackupStorageLocation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1.BackupStorageLocationSpec{
 			Provider: "aws",
 			Config:   e.S3.BSLConfig(),
@@ -260,7 +272,7 @@ func (e *Env) S3Location(t testing.TB, name string) (*v1.BackupStorageLocation, 
 		},
 	}
 	e.Create(t, bsl)
-	return bsl, bucket
+	return bsl
 }
 
 // WaitBackup waits until the backup leaves New/InProgress and returns it.
