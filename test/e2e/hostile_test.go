@@ -27,7 +27,8 @@ import (
 // first entry; a resource policy of nested YAML aliases fails the backup's
 // validation at once, naming the alias, and the server carries on.
 func TestHostileAndOversizedInputs(t *testing.T) {
-	limits := archive.Limits{MaxEntryBytes: 256 << 10}
+	limits := archive.DefaultLimits()
+	limits.MaxEntryBytes = 256 << 10
 	w := newDelWorld(t, func(o *server.Options) { o.ArchiveLimits = limits })
 	w.configMaps("small")
 	ok := w.backup()
