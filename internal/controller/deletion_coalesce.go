@@ -60,45 +60,15 @@ func (r *DeleteBackupRequestReconciler) skipConsent(ctx context.Context, dbr *v1
 	}), nil
 }
 
-// leader returns the request dbr must wait for: one InProgress for the same
-// backup, or the oldest New one. Ties break by name, so that two requests
-// made at once agree on which goes first.
-func (r *DeleteBackupRequestReconciler) leader(ctx context.Context, dbr *v1.DeleteBackupRequest) (string, error) {
-	var list v1.DeleteBackupRequestList
-	err := r.call(ctx, func(ctx context.Context) error {
-		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
-	})
-	if err != nil {
-		return "", fmt.Errorf("listing deletion requests: %w", err)
-	}
-	before := func(a, b *v1.DeleteBackupRequest) bool {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c < 0
-		}
-		return a.Name < b.Name
-	}
-	var oldest *v1.DeleteBackupRequest
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Name == dbr.Name || o.Spec.BackupName != dbr.Spec.BackupName || o.Spec.DryRun {
-			continue
-		}
-		if o.Status.Phase == v1.DeleteBackupRequestPhaseInProgress {
-			return o.Name, nil
-		}
-		if requestWaiting(o.Status.Phase) && o.Status.HandledBy == "" && before(o, dbr) && (oldest == nil || before(o, oldest)) {
-			oldest = o
-		}
-	}
-	if oldest != nil {
-		return oldest.Name, nil
-	}
-	// The listing alone cannot order two requests that start at the same
-	// moment (neither is InProgress yet); the claim, taken atomically,
-	// does. A claim whose request is gone or finished is stale.
+// claim takes dbr's backup in this process and returns "", or returns the
+// request that holds it. Requests whose listings could not yet see each
+// other (made a moment apart, started at once by the two workers) are
+// ordered by it; deletion.Decide orders all others. A claim whose request
+// is gone or finished is stale.
+func (r *DeleteBackupRequestReconciler) claim(dbr *v1.DeleteBackupRequest, requests []v1.DeleteBackupRequest) string {
 	key := deletionBackupKey(dbr)
 	if holder, ok := r.backups.Load(key); ok && holder != dbr.Name {
-		alive := slices.ContainsFunc(list.Items, func(o v1.DeleteBackupRequest) bool {
+		alive := slices.ContainsFunc(requests, func(o v1.DeleteBackupRequest) bool {
 			return o.Name == holder && !requestFinished(o.Status.Phase)
 		})
 		if !alive {
@@ -106,9 +76,9 @@ func (r *DeleteBackupRequestReconciler) leader(ctx context.Context, dbr *v1.Dele
 		}
 	}
 	if holder, loaded := r.backups.LoadOrStore(key, dbr.Name); loaded && holder != dbr.Name {
-		return holder.(string), nil
+		return holder.(string)
 	}
-	return "", nil
+	return ""
 }
 
 // release gives up dbr's claim on its backup, once dbr has ended.

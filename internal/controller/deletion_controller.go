@@ -166,55 +166,50 @@ func (r *DeleteBackupRequestReconciler) expire(ctx context.Context, dbr *v1.Dele
 // same backup, or checks the request and begins the first attempt.
 func (r *DeleteBackupRequestReconciler) start(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
 	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName)
-	name := dbr.Spec.BackupName
-	if name == "" {
-		return ctrl.Result{}, r.processedWithErrors(ctx, dbr, "spec.backupName: name the backup to delete")
-	}
-	if dbr.Spec.DryRun {
-		return ctrl.Result{}, r.dryRun(ctx, dbr)
-	}
-	if dbr.Status.HandledBy != "" {
-		return r.follow(ctx, dbr)
-	}
-	leader, err := r.leader(ctx, dbr)
+	f, err := r.facts(ctx, dbr)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if leader != "" {
-		log.Info("another deletion request for the backup runs first; this one waits for it", "handledBy", leader)
-		var b v1.Backup
-		if err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: name}, &b); err == nil {
-			if err := r.label(ctx, dbr, &b); err != nil {
+	d := deletion.Decide(f)
+	if d.Verdict == deletion.Start {
+		// Two requests whose listings could not see each other yet: the
+		// claim, taken atomically in this process, orders them.
+		if holder := r.claim(dbr, f.Requests); holder != "" {
+			d = deletion.Decision{Verdict: deletion.Follow, Leader: holder, Reason: deletion.WaitOtherRequest,
+				Message: fmt.Sprintf("deletion request %s is deleting backup %s; this request ends with its outcome", holder, dbr.Spec.BackupName)}
+		}
+	}
+	switch d.Verdict {
+	case deletion.Refuse:
+		log.Info("deletion request refused", "errors", strings.Join(d.Messages, "; "))
+		return ctrl.Result{}, r.processedWithErrors(ctx, dbr, d.Messages...)
+	case deletion.DryRun:
+		return ctrl.Result{}, r.dryRun(ctx, dbr, f)
+	case deletion.Wait:
+		return r.wait(ctx, dbr, d)
+	case deletion.Follow:
+		if dbr.Status.HandledBy != "" {
+			return r.follow(ctx, dbr)
+		}
+		log.Info("another deletion request for the backup runs first; this one waits for it", "handledBy", d.Leader)
+		if f.Backup != nil {
+			if err := r.label(ctx, dbr, f.Backup); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
 		err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
 			s.Phase = v1.DeleteBackupRequestPhaseNew
-			s.HandledBy = leader
-			setWaiting(dbr, "OtherRequest", fmt.Sprintf("deletion request %s is deleting backup %s; this request ends with its outcome", leader, name))
+			s.HandledBy = d.Leader
+			setWaiting(dbr, d.Reason, d.Message)
 		})
 		return ctrl.Result{RequeueAfter: deletionWaitRecheck}, err
 	}
 
-	b, msgs, wait, err := r.validate(ctx, dbr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(msgs) > 0 {
-		log.Info("deletion request refused", "errors", strings.Join(msgs, "; "))
-		return ctrl.Result{}, r.processedWithErrors(ctx, dbr, msgs...)
-	}
-	if wait.reason != "" {
-		return r.wait(ctx, dbr, wait)
-	}
-
+	b := f.Backup
 	if err := r.label(ctx, dbr, b); err != nil {
 		return ctrl.Result{}, err
 	}
-	prev, err := r.predecessor(ctx, dbr, b)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	prev := predecessor(dbr, b, f.Requests)
 	now := metav1.NewTime(r.now())
 	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
 		s.Phase = v1.DeleteBackupRequestPhaseInProgress
@@ -234,6 +229,46 @@ func (r *DeleteBackupRequestReconciler) start(ctx context.Context, dbr *v1.Delet
 		log.Info("backup deletion started")
 	}
 	return r.attempt(ctx, dbr)
+}
+
+// facts reads, around the cache, what a decision about dbr is made from.
+func (r *DeleteBackupRequestReconciler) facts(ctx context.Context, dbr *v1.DeleteBackupRequest) (deletion.Facts, error) {
+	f := deletion.Facts{Request: dbr, Now: r.now()}
+	name := dbr.Spec.BackupName
+	if name == "" {
+		return f, nil
+	}
+	var b v1.Backup
+	switch err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: name}, &b); {
+	case err == nil:
+		f.Backup = &b
+	case !apierrors.IsNotFound(err):
+		return f, fmt.Errorf("reading backup %q: %w", name, err)
+	}
+	if f.Backup != nil && b.Spec.StorageLocation != "" {
+		var bsl v1.BackupStorageLocation
+		switch err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: b.Spec.StorageLocation}, &bsl); {
+		case err == nil:
+			f.Location = &bsl
+		case !apierrors.IsNotFound(err):
+			return f, fmt.Errorf("reading BackupStorageLocation %q: %w", b.Spec.StorageLocation, err)
+		}
+	}
+	var restores v1.RestoreList
+	if err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &restores, client.InNamespace(dbr.Namespace))
+	}); err != nil {
+		return f, fmt.Errorf("listing restores: %w", err)
+	}
+	f.Restores = restores.Items
+	var requests v1.DeleteBackupRequestList
+	if err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &requests, client.InNamespace(dbr.Namespace))
+	}); err != nil {
+		return f, fmt.Errorf("listing deletion requests: %w", err)
+	}
+	f.Requests = requests.Items
+	return f, nil
 }
 
 // label labels the request as Velero does, so that tools find the requests
@@ -257,127 +292,19 @@ func (r *DeleteBackupRequestReconciler) label(ctx context.Context, dbr *v1.Delet
 // that ended Failed with a checkpoint: a new request for the backup (the
 // user's retry, or the one garbage collection renews) carries on from it
 // rather than passing every item to every action again.
-func (r *DeleteBackupRequestReconciler) predecessor(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup) (*v1.DeleteBackupRequest, error) {
-	var list v1.DeleteBackupRequestList
-	err := r.call(ctx, func(ctx context.Context) error {
-		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace),
-			client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(b.Name), v1.BackupUIDLabel: string(b.UID)})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing earlier deletion requests of backup %q: %w", b.Name, err)
-	}
+func predecessor(dbr *v1.DeleteBackupRequest, b *v1.Backup, requests []v1.DeleteBackupRequest) *v1.DeleteBackupRequest {
 	var latest *v1.DeleteBackupRequest
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Name == dbr.Name || o.Spec.BackupName != b.Name || o.Status.Phase != v1.DeleteBackupRequestPhaseFailed ||
-			o.Status.Checkpoint == nil || o.Status.CompletionTimestamp == nil {
+	for i := range requests {
+		o := &requests[i]
+		if o.Name == dbr.Name || o.Spec.BackupName != b.Name || o.Labels[v1.BackupUIDLabel] != string(b.UID) ||
+			o.Status.Phase != v1.DeleteBackupRequestPhaseFailed || o.Status.Checkpoint == nil || o.Status.CompletionTimestamp == nil {
 			continue
 		}
 		if latest == nil || o.Status.CompletionTimestamp.After(latest.Status.CompletionTimestamp.Time) {
 			latest = o
 		}
 	}
-	return latest, nil
-}
-
-// deletionWait says why a request cannot start (or resume) yet, without
-// anything being wrong with it.
-type deletionWait struct {
-	reason, message string
-}
-
-// validate checks the request against the cluster as it is now. msgs are
-// problems with the request, which end it (as in Velero); a wait reason
-// means "not now"; err is a failure to read, which is retried.
-func (r *DeleteBackupRequestReconciler) validate(ctx context.Context, dbr *v1.DeleteBackupRequest) (*v1.Backup, []string, deletionWait, error) {
-	name := dbr.Spec.BackupName
-	var b v1.Backup
-	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: name}, &b)
-	if apierrors.IsNotFound(err) {
-		return nil, []string{fmt.Sprintf("spec.backupName: backup %q not found in namespace %q", name, dbr.Namespace)}, deletionWait{}, nil
-	}
-	if err != nil {
-		return nil, nil, deletionWait{}, fmt.Errorf("reading backup %q: %w", name, err)
-	}
-	if b.Spec.StorageLocation != "" {
-		var bsl v1.BackupStorageLocation
-		err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: b.Spec.StorageLocation}, &bsl)
-		if apierrors.IsNotFound(err) {
-			return nil, []string{fmt.Sprintf("spec.backupName: backup %q is stored in BackupStorageLocation %q, which does not exist; recreate the location to delete the backup's data", name, b.Spec.StorageLocation)}, deletionWait{}, nil
-		}
-		if err != nil {
-			return nil, nil, deletionWait{}, fmt.Errorf("reading BackupStorageLocation %q: %w", b.Spec.StorageLocation, err)
-		}
-		if bsl.Spec.AccessMode == v1.BackupStorageLocationAccessModeReadOnly {
-			return nil, []string{fmt.Sprintf("spec.backupName: backup %q is stored in BackupStorageLocation %q, which is ReadOnly; set its spec.accessMode to ReadWrite to delete backups from it", name, bsl.Name)}, deletionWait{}, nil
-		}
-		if bsl.Status.Phase != v1.BackupStorageLocationPhaseAvailable {
-			return &b, nil, deletionWait{"LocationUnavailable", fmt.Sprintf("BackupStorageLocation %q is %s%s; the deletion starts once it is Available",
-				bsl.Name, cmp.Or(string(bsl.Status.Phase), "not validated yet"), withDetail(bsl.Status.Message))}, nil
-		}
-	}
-	wait, err := r.busyWith(ctx, &b)
-	return &b, nil, wait, err
-}
-
-// busyWith says what the deletion of b must wait for: b itself, until its
-// run has ended (a backup not started yet included: it is about to write
-// what the deletion would miss), or a restore reading its tarball. Every
-// attempt asks again, since both can start between attempts.
-func (r *DeleteBackupRequestReconciler) busyWith(ctx context.Context, b *v1.Backup) (deletionWait, error) {
-	if backupRunning(b.Status.Phase) {
-		return deletionWait{"BackupInProgress", fmt.Sprintf("backup %s is %s; the deletion starts once it has ended",
-			b.Name, cmp.Or(string(b.Status.Phase), "not started yet"))}, nil
-	}
-	busy, err := r.restoresRunning(ctx, b.Namespace, b.Name)
-	if err != nil {
-		return deletionWait{}, err
-	}
-	if len(busy) > 0 {
-		return deletionWait{"RestoreInProgress", fmt.Sprintf("restore %s of the backup is running; the deletion starts once it has ended", strings.Join(busy, ", "))}, nil
-	}
-	return deletionWait{}, nil
-}
-
-// backupRunning: phases in which the backup is still being written (or is
-// about to be).
-func backupRunning(p v1.BackupPhase) bool {
-	switch p {
-	case "", v1.BackupPhaseNew, v1.BackupPhaseInProgress, v1.BackupPhaseWaitingForPluginOperations,
-		v1.BackupPhaseWaitingForPluginOperationsPartiallyFailed, v1.BackupPhaseFinalizing, v1.BackupPhaseFinalizingPartiallyFailed:
-		return true
-	}
-	return false
-}
-
-func withDetail(msg string) string {
-	if msg == "" {
-		return ""
-	}
-	return ": " + msg
-}
-
-// restoresRunning names the restores of backup that have not ended: the
-// deletion would pull the tarball from under them.
-func (r *DeleteBackupRequestReconciler) restoresRunning(ctx context.Context, namespace, backup string) ([]string, error) {
-	var list v1.RestoreList
-	if err := r.call(ctx, func(ctx context.Context) error {
-		return r.APIReader.List(ctx, &list, client.InNamespace(namespace))
-	}); err != nil {
-		return nil, fmt.Errorf("listing restores: %w", err)
-	}
-	var out []string
-	for _, rs := range list.Items {
-		if rs.Spec.BackupName != backup {
-			continue
-		}
-		switch rs.Status.Phase {
-		case "", v1.RestorePhaseNew, v1.RestorePhaseInProgress:
-			out = append(out, rs.Name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	return latest
 }
 
 // waitingOnRestore wakes the unfinished requests for the backup of a
@@ -398,7 +325,7 @@ func (r *DeleteBackupRequestReconciler) waitingOnRestore(ctx context.Context, ob
 // waitingOnBackup does the same for a backup whose run has ended.
 func (r *DeleteBackupRequestReconciler) waitingOnBackup(ctx context.Context, obj client.Object) []reconcile.Request {
 	b, ok := obj.(*v1.Backup)
-	if !ok || backupRunning(b.Status.Phase) {
+	if !ok || deletion.BackupRunning(b.Status.Phase) {
 		return nil
 	}
 	return r.unfinishedRequests(ctx, b.Namespace, b.Name)
@@ -424,13 +351,13 @@ func (r *DeleteBackupRequestReconciler) unfinishedRequests(ctx context.Context, 
 
 // wait records why a request waits and looks again later. Waiting does not
 // use up attempts.
-func (r *DeleteBackupRequestReconciler) wait(ctx context.Context, dbr *v1.DeleteBackupRequest, w deletionWait) (ctrl.Result, error) {
-	r.Log.Info("backup deletion waits", "request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName, "reason", w.reason, "detail", w.message)
+func (r *DeleteBackupRequestReconciler) wait(ctx context.Context, dbr *v1.DeleteBackupRequest, d deletion.Decision) (ctrl.Result, error) {
+	r.Log.Info("backup deletion waits", "request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName, "reason", d.Reason, "detail", d.Message)
 	err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
 		if s.Phase == "" {
 			s.Phase = v1.DeleteBackupRequestPhaseNew
 		}
-		setWaiting(dbr, w.reason, w.message)
+		setWaiting(dbr, d.Reason, d.Message)
 	})
 	return ctrl.Result{RequeueAfter: r.retryBase()}, err
 }
@@ -454,10 +381,18 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 			return ctrl.Result{}, err
 		}
 	}
-	if next := dbr.Status.NextAttemptTime; next != nil {
-		if wait := next.Sub(r.now()); wait > 0 {
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
+	f, err := r.facts(ctx, dbr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	d := deletion.Decide(f)
+	switch d.Verdict {
+	case deletion.Later:
+		return ctrl.Result{RequeueAfter: d.After}, nil
+	case deletion.Gone:
+		return ctrl.Result{}, r.backupGone(ctx, dbr)
+	case deletion.Wait:
+		return r.wait(ctx, dbr, d)
 	}
 	// A request resumed by a new server claims its backup here; one that
 	// started in this process holds the claim already.
@@ -468,28 +403,14 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 	r.running.Store(reqKey, struct{}{})
 	defer r.running.Delete(reqKey)
 
-	var b v1.Backup
-	err = r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Spec.BackupName}, &b)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("reading backup %q: %w", dbr.Spec.BackupName, err)
-	}
-	if uid := dbr.Labels[v1.BackupUIDLabel]; err == nil && uid != "" && string(b.UID) != uid {
-		err = apierrors.NewNotFound(v1.Resource("backups"), dbr.Spec.BackupName)
-	}
-	if apierrors.IsNotFound(err) {
-		return ctrl.Result{}, r.backupGone(ctx, dbr)
-	}
-
-	wait, err := r.busyWith(ctx, &b)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if wait.reason != "" {
-		return r.wait(ctx, dbr, wait)
-	}
-	bsl, store, wait, failure := r.openLocation(ctx, &b)
-	if wait.reason != "" {
-		return r.wait(ctx, dbr, wait)
+	b := *f.Backup
+	bsl := b.Spec.StorageLocation
+	var store *storage.BackupStore
+	var failure error
+	if d.Verdict == deletion.Fail {
+		failure = errors.New(strings.Join(d.Messages, "; "))
+	} else if f.Location != nil {
+		store, failure = r.openStore(ctx, f.Location)
 	}
 
 	attempt := dbr.Status.Attempts + 1
@@ -547,39 +468,18 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 	return r.failed(ctx, dbr, &b, res, attempt)
 }
 
-// openLocation opens the backup's store. A location that is not usable
-// right now is a reason to wait; one that is gone or ReadOnly since the
-// request started fails the attempt.
-func (r *DeleteBackupRequestReconciler) openLocation(ctx context.Context, b *v1.Backup) (string, *storage.BackupStore, deletionWait, error) {
-	name := b.Spec.StorageLocation
-	if name == "" {
-		return "", nil, deletionWait{}, nil
-	}
-	var bsl v1.BackupStorageLocation
-	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: b.Namespace, Name: name}, &bsl)
-	if apierrors.IsNotFound(err) {
-		return name, nil, deletionWait{}, fmt.Errorf("BackupStorageLocation %q of backup %q does not exist any more; recreate it", name, b.Name)
-	}
-	if err != nil {
-		return name, nil, deletionWait{"LocationUnavailable", fmt.Sprintf("reading BackupStorageLocation %q: %v", name, err)}, nil
-	}
-	if bsl.Spec.AccessMode == v1.BackupStorageLocationAccessModeReadOnly {
-		return name, nil, deletionWait{}, fmt.Errorf("BackupStorageLocation %q is ReadOnly; set its spec.accessMode to ReadWrite to delete backups from it", name)
-	}
-	if bsl.Status.Phase != v1.BackupStorageLocationPhaseAvailable {
-		return name, nil, deletionWait{"LocationUnavailable", fmt.Sprintf("BackupStorageLocation %q is %s%s",
-			name, cmp.Or(string(bsl.Status.Phase), "not validated yet"), withDetail(bsl.Status.Message))}, nil
-	}
+// openStore opens a location the decision found usable.
+func (r *DeleteBackupRequestReconciler) openStore(ctx context.Context, bsl *v1.BackupStorageLocation) (*storage.BackupStore, error) {
 	octx, cancel := context.WithTimeout(ctx, deletionStoreTimeout)
 	defer cancel()
-	store, err := r.Locations.Open(octx, &bsl)
+	store, err := r.Locations.Open(octx, bsl)
 	if err == nil {
 		err = store.IsValid(octx)
 	}
 	if err != nil {
-		return name, nil, deletionWait{}, fmt.Errorf("storage location %q is not usable: %w", name, err)
+		return nil, fmt.Errorf("storage location %q is not usable: %w", bsl.Name, err)
 	}
-	return name, store, deletionWait{}, nil
+	return store, nil
 }
 
 // succeeded ends a request whose backup is gone.

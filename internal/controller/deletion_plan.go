@@ -2,36 +2,34 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
 // dryRun answers a request with spec.dryRun: the deletion's plan, worked
 // out by the engine without changing anything, in status.plan. A dry run
 // neither waits for nor holds up other requests.
-func (r *DeleteBackupRequestReconciler) dryRun(ctx context.Context, dbr *v1.DeleteBackupRequest) error {
-	var b v1.Backup
-	err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: dbr.Spec.BackupName}, &b)
-	if apierrors.IsNotFound(err) {
+func (r *DeleteBackupRequestReconciler) dryRun(ctx context.Context, dbr *v1.DeleteBackupRequest, f deletion.Facts) error {
+	if f.Backup == nil {
 		return r.processedWithErrors(ctx, dbr, fmt.Sprintf("spec.backupName: backup %q not found in namespace %q", dbr.Spec.BackupName, dbr.Namespace))
 	}
-	if err != nil {
-		return fmt.Errorf("reading backup %q: %w", dbr.Spec.BackupName, err)
-	}
-	_, store, wait, failure := r.openLocation(ctx, &b)
-	if wait.reason != "" {
-		failure = errors.New(wait.message)
-	}
-	if failure != nil {
-		return r.processedWithErrors(ctx, dbr, "cannot plan the deletion: "+failure.Error())
+	b := *f.Backup
+	var store *storage.BackupStore
+	if loc := b.Spec.StorageLocation; loc != "" {
+		if problem, msg := locations.Writable(loc, f.Location); problem != locations.Usable {
+			return r.processedWithErrors(ctx, dbr, "cannot plan the deletion: "+msg)
+		}
+		var err error
+		if store, err = r.openStore(ctx, f.Location); err != nil {
+			return r.processedWithErrors(ctx, dbr, "cannot plan the deletion: "+err.Error())
+		}
 	}
 	plan, err := r.Engine.Plan(ctx, &b, store)
 	if err != nil {

@@ -24,13 +24,13 @@ import (
 
 // Values of the velero.io/gc-failure label: why an expired backup is kept.
 // The first three are Velero's; BSLUnavailable is Lifeboat's own, for a
-// location its controller found unreachable (Velero would try the deletion
-// and fail it).
+// location not found Available (unreachable, or not checked yet), where a
+// deletion would only wait (Velero would try it and fail it).
 const (
-	GCFailureBSLNotFound    = "BSLNotFound"
+	GCFailureBSLNotFound    = string(locations.Missing)
 	GCFailureBSLCannotGet   = "BSLCannotGet"
-	GCFailureBSLReadOnly    = "BSLReadOnly"
-	GCFailureBSLUnavailable = "BSLUnavailable"
+	GCFailureBSLReadOnly    = string(locations.ReadOnly)
+	GCFailureBSLUnavailable = string(locations.NotAvailable)
 )
 
 const (
@@ -174,12 +174,10 @@ func (r *GCReconciler) locationBlocks(ctx context.Context, b *v1.Backup) (reason
 		return GCFailureBSLNotFound, nf.Error()
 	case err != nil:
 		return GCFailureBSLCannotGet, err.Error()
-	case bsl.Spec.AccessMode == v1.BackupStorageLocationAccessModeReadOnly:
-		return GCFailureBSLReadOnly, fmt.Sprintf("BackupStorageLocation %q is ReadOnly; set its spec.accessMode to ReadWrite to let expired backups go", bsl.Name)
-	case bsl.Status.Phase == v1.BackupStorageLocationPhaseUnavailable:
-		return GCFailureBSLUnavailable, fmt.Sprintf("BackupStorageLocation %q is Unavailable: %s", bsl.Name, bsl.Status.Message)
 	}
-	return "", ""
+	// The deletion's own rule: a request made now would only wait.
+	problem, msg := locations.Writable(bsl.Name, bsl)
+	return string(problem), msg
 }
 
 // setFailureLabel sets the gc-failure label to reason, or removes it when

@@ -144,6 +144,12 @@ func (h *apiHarness) location(t *testing.T, ns, name string, mode v1.BackupStora
 	if err := h.c.Create(testCtx(t), bsl); err != nil {
 		t.Fatal(err)
 	}
+	// As the location controller (not running here) would find it.
+	orig := bsl.DeepCopy()
+	bsl.Status.Phase = v1.BackupStorageLocationPhaseAvailable
+	if err := h.c.Status().Patch(testCtx(t), bsl, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
 	return bsl
 }
 
@@ -329,6 +335,19 @@ func (h *apiHarness) testGC(t *testing.T) {
 		h.location(t, ns, name, "")
 		h.waitRequest(t, b, 5*time.Second)
 		h.waitLabel(t, b, "")
+	})
+
+	// The deletion's own rule: a request made for it now would only wait.
+	t.Run("a location not checked yet holds the backup", func(t *testing.T) {
+		bsl := h.location(t, ns, h.name("unchecked"), "")
+		orig := bsl.DeepCopy()
+		bsl.Status.Phase = ""
+		if err := h.c.Status().Patch(testCtx(t), bsl, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		b := h.finishedBackup(t, ns, bsl.Name, v1.BackupPhaseCompleted, time.Now().Add(-time.Minute))
+		h.waitLabel(t, b, GCFailureBSLUnavailable)
+		h.noRequestFor(t, b, time.Second)
 	})
 
 	t.Run("unavailable location holds the backup until it is available", func(t *testing.T) {
