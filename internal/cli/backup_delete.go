@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -158,7 +157,7 @@ func confirm(cmd *cobra.Command, force bool, backups []v1.Backup) error {
 // requestDeletion creates a DeleteBackupRequest for b, labelled as Velero
 // labels its own so Velero's tools find it too.
 func requestDeletion(ctx context.Context, c client.Client, b *v1.Backup, skipFailedActions bool) (*v1.DeleteBackupRequest, error) {
-	req := newDeleteRequest(b)
+	req := v1.NewDeleteBackupRequest(b)
 	req.Spec.SkipFailedActions = skipFailedActions
 	callCtx, cancel := callCtx(ctx)
 	defer cancel()
@@ -168,16 +167,6 @@ func requestDeletion(ctx context.Context, c client.Client, b *v1.Backup, skipFai
 	return req, nil
 }
 
-func newDeleteRequest(b *v1.Backup) *v1.DeleteBackupRequest {
-	return &v1.DeleteBackupRequest{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:    b.Namespace,
-			GenerateName: b.Name + "-",
-			Labels:       map[string]string{v1.BackupNameLabel: v1.LabelValue(b.Name), v1.BackupUIDLabel: string(b.UID)},
-		},
-		Spec: v1.DeleteBackupRequestSpec{BackupName: b.Name},
-	}
-}
 
 // forceDelete removes the Backup object only: the finalizer that would run
 // the deletion first, then the object. It says what stays behind.
@@ -270,7 +259,7 @@ func (o *backupDeleteOptions) dryRunAll(ctx context.Context, f *Factory, c clien
 // dryRun asks the server for one backup's plan through a request with
 // spec.dryRun, prints it, and removes the request.
 func dryRun(ctx context.Context, f *Factory, c client.Client, out io.Writer, b *v1.Backup, timeout time.Duration) error {
-	req := newDeleteRequest(b)
+	req := v1.NewDeleteBackupRequest(b)
 	req.Spec.DryRun = true
 	createCtx, cancel := callCtx(ctx)
 	err := c.Create(createCtx, req)

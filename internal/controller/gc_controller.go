@@ -239,9 +239,8 @@ func sameTime(a, b *metav1.Time) bool {
 func ensureBackupDeletionRequested(ctx context.Context, c client.Client, reader client.Reader, b *v1.Backup) (name string, created bool, err error) {
 	lctx, cancel := context.WithTimeout(ctx, gcCallTimeout)
 	defer cancel()
-	labels := map[string]string{v1.BackupNameLabel: v1.LabelValue(b.Name), v1.BackupUIDLabel: string(b.UID)}
 	var list v1.DeleteBackupRequestList
-	if err := reader.List(lctx, &list, client.InNamespace(b.Namespace), client.MatchingLabels(labels)); err != nil {
+	if err := reader.List(lctx, &list, client.InNamespace(b.Namespace), client.MatchingLabels(v1.NewDeleteBackupRequest(b).Labels)); err != nil {
 		return "", false, fmt.Errorf("listing the deletion requests of backup %s/%s: %w", b.Namespace, b.Name, err)
 	}
 	for _, dbr := range list.Items {
@@ -250,10 +249,7 @@ func ensureBackupDeletionRequested(ctx context.Context, c client.Client, reader 
 			return dbr.Name, false, nil
 		}
 	}
-	dbr := &v1.DeleteBackupRequest{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, GenerateName: b.Name + "-", Labels: labels},
-		Spec:       v1.DeleteBackupRequestSpec{BackupName: b.Name},
-	}
+	dbr := v1.NewDeleteBackupRequest(b)
 	cctx, cancel2 := context.WithTimeout(ctx, gcCallTimeout)
 	defer cancel2()
 	if err := c.Create(cctx, dbr); err != nil {
