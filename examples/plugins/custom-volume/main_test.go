@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/framework"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/plugintest"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
@@ -129,5 +133,23 @@ func TestHandlesOnlyItsCustomVolumes(t *testing.T) {
 	}
 	if len(impl.helpers) != 1 {
 		t.Errorf("%d VolumeHelpers for one backup, want 1", len(impl.helpers))
+	}
+}
+
+// The binary serves the plugin under its name; without a cluster to read
+// the backup's resource policy from, its calls fail saying so, and the
+// server sees the plugin's error.
+func TestServesItsNameAndNeedsACluster(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	conn := plugintest.Serve(t, newServer())
+	if ids := conn.Plugins(); len(ids) != 1 || ids[0].Kind != api.KindBackupItemAction || ids[0].Name != name {
+		t.Errorf("the binary serves %+v, want only BackupItemAction %s", ids, name)
+	}
+	pvc, _ := claimAndVolume("data", "fast", "")
+	_, _, err := conn.BackupItemAction(name).Execute(unstructuredOf(t, pvc), &v1.Backup{})
+	var pe *framework.PluginError
+	if !errors.As(err, &pe) || pe.Name != name || !strings.Contains(pe.Message(), "set KUBECONFIG") {
+		t.Errorf("Execute without a cluster: %v, want the plugin's error saying to set KUBECONFIG", err)
 	}
 }

@@ -27,7 +27,10 @@
 // name the process does not serve), as the server sees it. Each call is
 // bounded by DefaultTimeout unless Conn.WithTimeout says otherwise.
 //
-// What this does not cover is the process boundary itself: the handshake,
-// flags, and logging over stderr. Those are the framework's, tested there;
-// an end-to-end test with the built binary covers the rest.
+// What this does not cover is the process boundary and the server's own
+// rules around it: the handshake, flags, logging over stderr, the server's
+// per-kind timeouts, restarts and message-size limit
+// (--plugin-max-message-size). The framework tests the first with a built
+// binary; an end-to-end test with the plugin installed in a server covers
+// the rest.
 package plugintest
