@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
-	"github.com/lifeboat-io/lifeboat/internal/controller"
+	"github.com/lifeboat-io/lifeboat/internal/schedules"
 )
 
 // cronHelp is shown wherever a schedule's cron expression is asked for.
@@ -102,7 +102,7 @@ func (o *scheduleCreateOptions) buildSchedule(name, namespace string, ttlSet boo
 	}
 	// Checked here too, so a typo fails now instead of as a
 	// FailedValidation schedule found later.
-	if _, err := controller.ParseCron(o.schedule); err != nil {
+	if _, err := schedules.ParseCron(o.schedule); err != nil {
 		return nil, fmt.Errorf("invalid --schedule: %w", err)
 	}
 	spec, err := o.spec(ttlSet)

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
-	"github.com/lifeboat-io/lifeboat/internal/controller"
+	"github.com/lifeboat-io/lifeboat/internal/schedules"
 )
 
 func newScheduleDescribeCommand(f *Factory) *cobra.Command {
@@ -76,18 +76,11 @@ func (f *Factory) nextBackup(s *v1.Schedule) string {
 	case s.Spec.Paused:
 		return "<paused>"
 	}
-	sched, err := controller.ParseCron(s.Spec.Schedule)
+	sched, err := schedules.ParseCron(s.Spec.Schedule)
 	if err != nil {
 		return "<n/a: " + err.Error() + ">"
 	}
-	times := controller.RunTimes{Created: s.CreationTimestamp.Time}
-	if s.Status.LastBackup != nil {
-		times.LastBackup = s.Status.LastBackup.Time
-	}
-	if s.Status.LastSkipped != nil {
-		times.LastSkipped = s.Status.LastSkipped.Time
-	}
-	at, due := controller.NextRun(sched, times, f.now())
+	at, due := schedules.NextRun(sched, schedules.TimesOf(s), f.now())
 	switch {
 	case due:
 		return "due now"

@@ -179,7 +179,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver,
 			DefaultPeriod: opts.BackupSyncPeriod, AddFinalizer: opts.BackupFinalizer, Log: log.With("controller", "backupsync"),
 		},
-		&controller.StorageLocationReconciler{
+		&controller.BackupStorageLocationReconciler{
 			Client: mgr.GetClient(), Locations: resolver,
 			DefaultFrequency: opts.StoreValidationFrequency, Log: log.With("controller", "backupstoragelocation"),
 		},

@@ -1,17 +1,3 @@
-// Package policy reads, validates and evaluates resource policies: the YAML
-// that a Backup names through spec.resourcePolicy (a ConfigMap with one data
-// key), in Velero's format:
-//
-//	version: v1
-//	volumePolicies:
-//	- conditions: {capacity: "10Gi,", storageClass: [gold]}
-//	  action: {type: custom, parameters: {myCustomAction: true}}
-//	includeExcludePolicy:
-//	  excludedNamespaceScopedResources: [events]
-//
-// Parsing is strict and reports every problem at once (see ValidationError).
-// Matching is a pure function of a Policies and a VolumeInfo; the first
-// volume policy whose conditions all hold wins.
 package policy
 
 import (

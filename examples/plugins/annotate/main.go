@@ -45,9 +45,13 @@ const (
 var DefaultResources = []string{"configmaps", "deployments"}
 
 func main() {
-	framework.NewServer().
-		RegisterBackupItemAction(Name, newAnnotate).
-		Serve()
+	newServer().Serve()
+}
+
+// newServer registers the plugin; the tests serve the same Server (with
+// pkg/plugin/plugintest).
+func newServer() *framework.Server {
+	return framework.NewServer().RegisterBackupItemAction(Name, newAnnotate)
 }
 
 type annotate struct {

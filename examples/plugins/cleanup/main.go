@@ -82,7 +82,13 @@ var selector = api.ResourceSelector{IncludedResources: []string{"configmaps"}}
 const callTimeout = 30 * time.Second
 
 func main() {
-	framework.NewServer().
+	newServer().Serve()
+}
+
+// newServer registers both plugins; the tests serve the same Server (with
+// pkg/plugin/plugintest).
+func newServer() *framework.Server {
+	return framework.NewServer().
 		RegisterBackupItemAction(ReceiptName, func(log *slog.Logger) (api.BackupItemAction, error) {
 			c, err := newClients()
 			return &receipt{log: log, clients: c, now: time.Now}, err
@@ -90,8 +96,7 @@ func main() {
 		RegisterDeleteItemAction(CleanupName, func(log *slog.Logger) (api.DeleteItemAction, error) {
 			c, err := newClients()
 			return &cleanup{log: log, clients: c, callLog: os.Getenv(CallLogEnv)}, err
-		}).
-		Serve()
+		})
 }
 
 // ReceiptObjectName is the receipt's name for a ConfigMap and a backup:

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,8 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/framework"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/plugintest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -56,18 +59,20 @@ func configMap(ns, name string) *unstructured.Unstructured {
 	return u
 }
 
+// Both plugins called as the server calls them: served in process by
+// plugintest, through the plugin protocol, with a fake cluster behind them.
 func TestReceiptIsACustomResourceTheCleanupDeletes(t *testing.T) {
 	c, dyn := fakeClients(true)
 	at := time.Date(2026, 11, 29, 18, 10, 41, 0, time.UTC)
 	b := &v1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}}
-	r := &receipt{log: quiet, clients: c, now: func() time.Time { return at }}
+	r := plugintest.BackupItemAction(t, ReceiptName, &receipt{log: quiet, clients: c, now: func() time.Time { return at }})
 
 	out, extra, err := r.Execute(configMap("shop", "settings"), b)
 	if err != nil || extra != nil {
 		t.Fatalf("Execute: %v (additional items %v)", err, extra)
 	}
-	if out.(*unstructured.Unstructured).GetName() != "settings" {
-		t.Errorf("the stored item changed: %v", out)
+	if !reflect.DeepEqual(out.UnstructuredContent(), configMap("shop", "settings").Object) {
+		t.Errorf("the stored item changed: %v", out.UnstructuredContent())
 	}
 	name := ReceiptObjectName("nightly", "shop", "settings")
 	got, err := dyn.Resource(ReceiptResource).Namespace("shop").Get(t.Context(), name, metav1.GetOptions{})
@@ -91,7 +96,7 @@ func TestReceiptIsACustomResourceTheCleanupDeletes(t *testing.T) {
 	}
 
 	log := filepath.Join(t.TempDir(), "calls")
-	cl := &cleanup{log: quiet, clients: c, callLog: log}
+	cl := plugintest.DeleteItemAction(t, CleanupName, &cleanup{log: quiet, clients: c, callLog: log})
 	in := &api.DeleteItemActionExecuteInput{Item: configMap("shop", "settings"), Backup: b}
 	if err := cl.Execute(in); err != nil {
 		t.Fatalf("cleanup: %v", err)
@@ -109,6 +114,27 @@ func TestReceiptIsACustomResourceTheCleanupDeletes(t *testing.T) {
 	}
 	if want := "nightly configmaps shop/settings ok\nnightly configmaps shop/settings ok\n"; string(data) != want {
 		t.Errorf("call log %q, want %q", data, want)
+	}
+}
+
+// The binary serves both plugins under their names; a plugin whose
+// initializer cannot reach a cluster fails its calls saying so, and the
+// server sees the plugin's error.
+func TestServesBothPlugins(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	conn := plugintest.Serve(t, newServer())
+	var got []string
+	for _, id := range conn.Plugins() {
+		got = append(got, string(id.Kind)+" "+id.Name)
+	}
+	if want := []string{"BackupItemAction " + ReceiptName, "DeleteItemAction " + CleanupName}; !slices.Equal(got, want) {
+		t.Errorf("the binary serves %q, want %q", got, want)
+	}
+	err := conn.DeleteItemAction(CleanupName).Execute(&api.DeleteItemActionExecuteInput{Item: configMap("shop", "a"), Backup: &v1.Backup{}})
+	var pe *framework.PluginError
+	if !errors.As(err, &pe) || pe.Name != CleanupName || !strings.Contains(pe.Message(), "KUBECONFIG is not set") {
+		t.Errorf("Execute without a cluster: %v, want the plugin's error saying KUBECONFIG is not set", err)
 	}
 }
 

@@ -61,11 +61,16 @@ type Record struct {
 }
 
 func main() {
-	framework.NewServer().
+	newServer().Serve()
+}
+
+// newServer registers the plugin; the tests serve the same Server (with
+// pkg/plugin/plugintest).
+func newServer() *framework.Server {
+	return framework.NewServer().
 		RegisterBackupItemAction(name, func(log *slog.Logger) (api.BackupItemAction, error) {
 			return newCustomVolume(log)
-		}).
-		Serve()
+		})
 }
 
 type customVolume struct {

@@ -16,9 +16,14 @@ import (
 const Name = "example.io/dirstore"
 
 func main() {
-	framework.NewServer().
+	newServer().Serve()
+}
+
+// newServer registers the plugin; the tests serve the same Server (with
+// pkg/plugin/plugintest).
+func newServer() *framework.Server {
+	return framework.NewServer().
 		RegisterObjectStore(Name, func(*slog.Logger) (api.ObjectStore, error) {
 			return &dirStore{}, nil
-		}).
-		Serve()
+		})
 }

@@ -20,7 +20,8 @@ func main() {
 	newServer().Serve()
 }
 
-// newServer registers the plugin; the tests serve the same Server.
+// newServer registers the plugin; the tests serve the same Server (with
+// pkg/plugin/plugintest).
 func newServer() *framework.Server {
 	return framework.NewServer().
 		RegisterVolumeSnapshotter(Name, func(log *slog.Logger) (api.VolumeSnapshotter, error) {

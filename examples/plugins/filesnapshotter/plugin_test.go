@@ -1,49 +1,19 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	plugin "github.com/hashicorp/go-plugin"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/framework"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/plugintest"
 )
-
-// serve serves what main serves over a real gRPC connection (go-plugin's
-// in-process test helper: a Unix socket, no child process) and returns
-// the host side, dispensed as a host dispenses it.
-func serve(t *testing.T) plugin.ClientProtocol {
-	t.Helper()
-	s := newServer()
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
-	client, server := plugin.TestPluginGRPCConn(t, false, s.PluginSet())
-	// Stop the server first: client.Close asks the server to stop itself,
-	// which would race with a Stop of ours.
-	t.Cleanup(func() {
-		server.Stop()
-		_ = client.Close()
-	})
-	return client
-}
-
-func dispense(t *testing.T, c plugin.ClientProtocol, kind api.Kind) any {
-	t.Helper()
-	raw, err := c.Dispense(string(kind))
-	if err != nil {
-		t.Fatalf("dispensing %s: %v", kind, err)
-	}
-	return raw
-}
 
 // pluginError checks that err is the plugin's own error, carried over the
 // wire, and that its message contains want.
@@ -59,25 +29,20 @@ func pluginError(t *testing.T, method string, err error, want string) {
 	}
 }
 
+// These tests serve the Server main serves, in process with plugintest:
+// the plugin protocol end to end, without building the binary.
 func TestServesItsName(t *testing.T) {
-	c := serve(t)
-	ids, err := framework.PluginListerClient(dispense(t, c, api.KindPluginLister)).ListPlugins(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := plugintest.Serve(t, newServer()).Plugins()
 	if len(ids) != 1 || ids[0].Kind != api.KindVolumeSnapshotter || ids[0].Name != Name {
 		t.Errorf("the binary serves %+v, want only VolumeSnapshotter %s", ids, Name)
 	}
 }
 
 // Every method, called as the server will call it: through
-// framework.VolumeSnapshotterClient over gRPC.
+// framework.VolumeSnapshotterClient over gRPC (plugintest.Conn gives the
+// server's client).
 func TestRoundTripThroughThePluginProtocol(t *testing.T) {
-	c := serve(t)
-	vs, err := framework.VolumeSnapshotterClient(dispense(t, c, api.KindVolumeSnapshotter), Name, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	vs := plugintest.Serve(t, newServer()).VolumeSnapshotter(Name)
 	dir := filepath.Join(t.TempDir(), "snaps")
 
 	// Init: a bad config is refused with the keys named; dir is created.

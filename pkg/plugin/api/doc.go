@@ -7,4 +7,10 @@
 //
 // Items are passed as runtime.Unstructured (the object's JSON as stored in
 // the backup); backups and restores as the velero.io/v1 types.
+//
+// Lifeboat's own code takes plugins through these interfaces too: the
+// plugin host hands the backup, restore and deletion engines an
+// ObjectStore, a BackupItemAction or a DeleteItemAction whether it is a
+// plugin process or built in. Kind and AllKinds name the kinds, and
+// ValidateName checks a plugin's name.
 package api

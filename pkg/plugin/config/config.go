@@ -1,6 +1,3 @@
-// Package config finds a plugin's configuration: a ConfigMap in the
-// server's namespace labelled velero.io/plugin-config and
-// "<plugin name>: <kind>", as Velero's plugins find theirs.
 package config
 
 import (

@@ -29,4 +29,11 @@
 // detail; on the host they come back as *PluginError, which names the plugin
 // and keeps the status code, so a host can tell a plugin's own failure from a
 // timeout (codes.DeadlineExceeded) or a dead process (codes.Unavailable).
+//
+// Plugin authors use NewServer, the RegisterXxx methods and Serve, and
+// WithStack or Errorf for errors that say where they came from; a plugin's
+// tests use package plugintest, which serves a Server in the test's
+// process and hands back the host's client of each plugin. Lifeboat's
+// plugin host (internal/pluginhost) uses the rest: Handshake,
+// ClientPluginSet, the XxxClient constructors and PluginError.
 package framework

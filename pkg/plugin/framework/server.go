@@ -170,8 +170,8 @@ func (s *Server) Serve() {
 // PluginSet is the go-plugin plugin map Serve serves: a service for every
 // kind, whether or not it has plugins (asking an empty kind for a plugin
 // then fails with NotFound, naming the plugin), plus PluginLister, plus
-// Lifeboat's BackupItemActionStream (with the BackupItemAction kind). Tests
-// can serve it in process with go-plugin's test helpers.
+// Lifeboat's BackupItemActionStream (with the BackupItemAction kind).
+// Package plugintest serves it in a test's process.
 func (s *Server) PluginSet() plugin.PluginSet {
 	set := plugin.PluginSet{}
 	add := func(kind api.Kind, register func(*grpc.Server)) {

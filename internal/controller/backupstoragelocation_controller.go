@@ -16,10 +16,10 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 )
 
-// StorageLocationReconciler checks that each BackupStorageLocation's store
-// can be reached and holds a valid layout, and marks it Available or
+// BackupStorageLocationReconciler checks that each BackupStorageLocation's
+// store can be reached and holds a valid layout, and marks it Available or
 // Unavailable with the reason.
-type StorageLocationReconciler struct {
+type BackupStorageLocationReconciler struct {
 	Client    client.Client
 	Locations *locations.Resolver
 	// DefaultFrequency applies to locations without spec.validationFrequency.
@@ -28,7 +28,7 @@ type StorageLocationReconciler struct {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *StorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *BackupStorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.BackupStorageLocation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("backupstoragelocation").
@@ -36,7 +36,7 @@ func (r *StorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *StorageLocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var bsl v1.BackupStorageLocation
 	if err := r.Client.Get(ctx, req.NamespacedName, &bsl); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -78,7 +78,7 @@ func (r *StorageLocationReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: every}, nil
 }
 
-func (r *StorageLocationReconciler) validate(ctx context.Context, bsl *v1.BackupStorageLocation) error {
+func (r *BackupStorageLocationReconciler) validate(ctx context.Context, bsl *v1.BackupStorageLocation) error {
 	store, err := r.Locations.Open(ctx, bsl)
 	if err != nil {
 		return err
