@@ -6,19 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
@@ -45,8 +42,6 @@ const (
 	DefaultDeletionRetryBase   = 30 * time.Second
 	// DefaultRequestTTL is how long a finished request is kept, as in Velero.
 	DefaultRequestTTL = 24 * time.Hour
-	// maxDeletionRetryDelay caps the backoff between attempts.
-	maxDeletionRetryDelay = time.Hour
 	// deletionWaitRecheck is how soon a waiting request looks again when no
 	// event is expected to wake it.
 	deletionWaitRecheck = 10 * time.Second
@@ -231,124 +226,6 @@ func (r *DeleteBackupRequestReconciler) start(ctx context.Context, dbr *v1.Delet
 	return r.attempt(ctx, dbr)
 }
 
-// facts reads, around the cache, what a decision about dbr is made from.
-func (r *DeleteBackupRequestReconciler) facts(ctx context.Context, dbr *v1.DeleteBackupRequest) (deletion.Facts, error) {
-	f := deletion.Facts{Request: dbr, Now: r.now()}
-	name := dbr.Spec.BackupName
-	if name == "" {
-		return f, nil
-	}
-	var b v1.Backup
-	switch err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: name}, &b); {
-	case err == nil:
-		f.Backup = &b
-	case !apierrors.IsNotFound(err):
-		return f, fmt.Errorf("reading backup %q: %w", name, err)
-	}
-	if f.Backup != nil && b.Spec.StorageLocation != "" {
-		var bsl v1.BackupStorageLocation
-		switch err := r.get(ctx, r.APIReader, client.ObjectKey{Namespace: dbr.Namespace, Name: b.Spec.StorageLocation}, &bsl); {
-		case err == nil:
-			f.Location = &bsl
-		case !apierrors.IsNotFound(err):
-			return f, fmt.Errorf("reading BackupStorageLocation %q: %w", b.Spec.StorageLocation, err)
-		}
-	}
-	var restores v1.RestoreList
-	if err := r.call(ctx, func(ctx context.Context) error {
-		return r.APIReader.List(ctx, &restores, client.InNamespace(dbr.Namespace))
-	}); err != nil {
-		return f, fmt.Errorf("listing restores: %w", err)
-	}
-	f.Restores = restores.Items
-	var requests v1.DeleteBackupRequestList
-	if err := r.call(ctx, func(ctx context.Context) error {
-		return r.APIReader.List(ctx, &requests, client.InNamespace(dbr.Namespace))
-	}); err != nil {
-		return f, fmt.Errorf("listing deletion requests: %w", err)
-	}
-	f.Requests = requests.Items
-	return f, nil
-}
-
-// label labels the request as Velero does, so that tools find the requests
-// of a backup (and of this very backup, not an earlier one of that name).
-func (r *DeleteBackupRequestReconciler) label(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup) error {
-	name := v1.LabelValue(b.Name)
-	if dbr.Labels[v1.BackupNameLabel] == name && dbr.Labels[v1.BackupUIDLabel] == string(b.UID) {
-		return nil
-	}
-	orig := dbr.DeepCopy()
-	metav1.SetMetaDataLabel(&dbr.ObjectMeta, v1.BackupNameLabel, name)
-	metav1.SetMetaDataLabel(&dbr.ObjectMeta, v1.BackupUIDLabel, string(b.UID))
-	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Patch(ctx, dbr, client.MergeFrom(orig)) })
-	if err != nil {
-		return fmt.Errorf("labelling deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
-	}
-	return nil
-}
-
-// predecessor returns the latest request for this very backup (same UID)
-// that ended Failed with a checkpoint: a new request for the backup (the
-// user's retry, or the one garbage collection renews) carries on from it
-// rather than passing every item to every action again.
-func predecessor(dbr *v1.DeleteBackupRequest, b *v1.Backup, requests []v1.DeleteBackupRequest) *v1.DeleteBackupRequest {
-	var latest *v1.DeleteBackupRequest
-	for i := range requests {
-		o := &requests[i]
-		if o.Name == dbr.Name || o.Spec.BackupName != b.Name || o.Labels[v1.BackupUIDLabel] != string(b.UID) ||
-			o.Status.Phase != v1.DeleteBackupRequestPhaseFailed || o.Status.Checkpoint == nil || o.Status.CompletionTimestamp == nil {
-			continue
-		}
-		if latest == nil || o.Status.CompletionTimestamp.After(latest.Status.CompletionTimestamp.Time) {
-			latest = o
-		}
-	}
-	return latest
-}
-
-// waitingOnRestore wakes the unfinished requests for the backup of a
-// restore that has ended, so a deletion that waited for it starts at once
-// rather than at its next look (retryBase later).
-func (r *DeleteBackupRequestReconciler) waitingOnRestore(ctx context.Context, obj client.Object) []reconcile.Request {
-	rs, ok := obj.(*v1.Restore)
-	if !ok || rs.Spec.BackupName == "" {
-		return nil
-	}
-	switch rs.Status.Phase {
-	case "", v1.RestorePhaseNew, v1.RestorePhaseInProgress:
-		return nil
-	}
-	return r.unfinishedRequests(ctx, rs.Namespace, rs.Spec.BackupName)
-}
-
-// waitingOnBackup does the same for a backup whose run has ended.
-func (r *DeleteBackupRequestReconciler) waitingOnBackup(ctx context.Context, obj client.Object) []reconcile.Request {
-	b, ok := obj.(*v1.Backup)
-	if !ok || deletion.BackupRunning(b.Status.Phase) {
-		return nil
-	}
-	return r.unfinishedRequests(ctx, b.Namespace, b.Name)
-}
-
-// unfinishedRequests names the requests for backup that have not ended,
-// from the cache. They are matched by spec.backupName, not by label: a
-// request made by hand is labelled only once it starts.
-func (r *DeleteBackupRequestReconciler) unfinishedRequests(ctx context.Context, namespace, backup string) []reconcile.Request {
-	var list v1.DeleteBackupRequestList
-	if err := r.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		r.Log.Warn("listing the deletion requests of a backup", "backup", backup, "error", err)
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		if o := &list.Items[i]; o.Spec.BackupName == backup && !requestFinished(o.Status.Phase) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-		}
-	}
-	return out
-}
-
 // wait records why a request waits and looks again later. Waiting does not
 // use up attempts.
 func (r *DeleteBackupRequestReconciler) wait(ctx context.Context, dbr *v1.DeleteBackupRequest, d deletion.Decision) (ctrl.Result, error) {
@@ -480,188 +357,6 @@ func (r *DeleteBackupRequestReconciler) openStore(ctx context.Context, bsl *v1.B
 		return nil, fmt.Errorf("storage location %q is not usable: %w", bsl.Name, err)
 	}
 	return store, nil
-}
-
-// succeeded ends a request whose backup is gone.
-func (r *DeleteBackupRequestReconciler) succeeded(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result) error {
-	defer r.release(dbr)
-	schedule := b.Labels[v1.ScheduleNameLabel]
-	metrics.BackupDeletionSuccesses.WithLabelValues(schedule).Inc()
-	if start := dbr.Status.StartTimestamp; start != nil {
-		metrics.BackupDeletionDuration.WithLabelValues(schedule).Observe(r.now().Sub(start.Time).Seconds())
-	}
-	now := metav1.NewTime(r.now())
-	report := res.Report
-	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-		applyDeletionState(s, res.State)
-		s.Phase = v1.DeleteBackupRequestPhaseProcessed
-		s.Errors, s.ErrorDetails = nil, nil
-		s.Report = &report
-		s.NextAttemptTime = nil
-		s.CompletionTimestamp = &now
-	}); err != nil {
-		return err
-	}
-	r.Log.Info("backup deletion request processed", "request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName,
-		"attempts", dbr.Status.Attempts, "keysRemoved", report.KeysRemoved)
-	r.deleteOldRequests(ctx, dbr)
-	return nil
-}
-
-// backupGone ends a request whose Backup disappeared between attempts (its
-// own last step removed it and the final status write was lost, or it was
-// removed by hand).
-func (r *DeleteBackupRequestReconciler) backupGone(ctx context.Context, dbr *v1.DeleteBackupRequest) error {
-	defer r.release(dbr)
-	st := deletionStateOf(dbr)
-	now := metav1.NewTime(r.now())
-	if slices.Contains(st.Checkpoint.CompletedSteps, v1.DeletionStepBackupData) {
-		return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-			s.Phase = v1.DeleteBackupRequestPhaseProcessed
-			s.Errors, s.ErrorDetails = nil, nil
-			if s.Report == nil {
-				s.Report = &v1.DeletionReport{}
-			}
-			s.Report.SnapshotsDeleted, s.Report.RestoresDeleted, s.Report.KeysRemoved = s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved
-			s.Report.UnfinishedUploadsRemoved = s.UnfinishedUploadsRemoved
-			s.CompletionTimestamp = &now
-		})
-	}
-	msg := fmt.Sprintf("backup %q was removed while its deletion was in progress (completed steps: %v); what the remaining steps delete may still be there, e.g. keys under backups/%s/ in its storage location",
-		dbr.Spec.BackupName, st.Checkpoint.CompletedSteps, dbr.Spec.BackupName)
-	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-		s.Phase = v1.DeleteBackupRequestPhaseProcessed
-		s.Errors = []string{msg}
-		s.ErrorDetails = []v1.DeletionError{{Message: msg}}
-		s.CompletionTimestamp = &now
-	})
-}
-
-// failed records a failed attempt, puts the backup back in its phase, and
-// schedules the next attempt or ends the request.
-func (r *DeleteBackupRequestReconciler) failed(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result, attempt int32) (ctrl.Result, error) {
-	schedule := b.Labels[v1.ScheduleNameLabel]
-	metrics.BackupDeletionFailures.WithLabelValues(schedule).Inc()
-	var idErr *deletion.IdentityError
-	refused := errors.As(res.Err, &idErr)
-	last := int(attempt) >= r.maxAttempts() || refused
-	msgs := res.Messages()
-	reason := "AttemptFailed"
-	switch {
-	case refused:
-		// Another backup's data: no attempt will ever delete it.
-		reason = "NotThisBackupsData"
-	case last:
-		reason = "AttemptsExhausted"
-	}
-	summary := fmt.Sprintf("attempt %d of %d failed: %s", attempt, r.maxAttempts(), strings.Join(msgs, "; "))
-	before := dbr.Status.BackupPhaseBefore
-	if err := r.setBackupPhase(ctx, b, before, &metav1.Condition{Type: ConditionDeletionFailed, Status: metav1.ConditionTrue, Reason: reason,
-		Message: fmt.Sprintf("deletion request %s: %s", dbr.Name, summary)}); err != nil {
-		return ctrl.Result{}, err
-	}
-	delay := r.backoff(attempt)
-	next := metav1.NewTime(r.now().Add(delay))
-	now := metav1.NewTime(r.now())
-	report := res.Report
-	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-		applyDeletionState(s, res.State)
-		s.Errors = msgs
-		s.ErrorDetails = res.Errors
-		s.Report = &report
-		if last {
-			s.Phase = v1.DeleteBackupRequestPhaseFailed
-			s.NextAttemptTime = nil
-			s.CompletionTimestamp = &now
-			setWaiting(dbr, "", "")
-		} else {
-			s.NextAttemptTime = &next
-			setWaiting(dbr, "NextAttempt", fmt.Sprintf("%s; attempt %d starts at %s", summary, attempt+1, next.UTC().Format(time.RFC3339)))
-		}
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName, "attempt", attempt, "errors", res.ErrorCount)
-	if last {
-		r.release(dbr)
-		log.Error("backup deletion failed; no attempts left", "error", res.Err)
-		return ctrl.Result{}, nil
-	}
-	log.Warn("backup deletion attempt failed; retrying", "error", res.Err, "retryIn", delay)
-	return ctrl.Result{RequeueAfter: delay}, nil
-}
-
-// setBackupPhase sets b's phase (unless phase is empty) and cond.
-func (r *DeleteBackupRequestReconciler) setBackupPhase(ctx context.Context, b *v1.Backup, phase v1.BackupPhase, cond *metav1.Condition) error {
-	if (phase == "" || phase == b.Status.Phase) && cond == nil {
-		return nil
-	}
-	err := writeStatus(ctx, r.Client, r.APIReader, b, func() {
-		if phase != "" {
-			b.Status.Phase = phase
-			setBackupConditions(b)
-		}
-		if cond != nil {
-			cond.ObservedGeneration = b.Generation
-			meta.SetStatusCondition(&b.Status.Conditions, *cond)
-		}
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("setting phase %s on backup %s/%s: %w", phase, b.Namespace, b.Name, err)
-	}
-	return nil
-}
-
-// deleteOldRequests removes the other finished requests for a backup that
-// is now gone: they can never be acted on again. Followers of dbr stay,
-// since they carry dbr's outcome for whoever made them.
-func (r *DeleteBackupRequestReconciler) deleteOldRequests(ctx context.Context, dbr *v1.DeleteBackupRequest) {
-	var list v1.DeleteBackupRequestList
-	if err := r.call(ctx, func(ctx context.Context) error {
-		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
-	}); err != nil {
-		r.Log.Warn("listing old deletion requests", "backup", dbr.Spec.BackupName, "error", err)
-		return
-	}
-	uid := dbr.Labels[v1.BackupUIDLabel]
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.Name == dbr.Name || o.Spec.BackupName != dbr.Spec.BackupName || !requestFinished(o.Status.Phase) || o.Status.HandledBy == dbr.Name {
-			continue
-		}
-		if ouid := o.Labels[v1.BackupUIDLabel]; ouid != "" && uid != "" && ouid != uid {
-			continue
-		}
-		err := r.call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, o) })
-		if err != nil && !apierrors.IsNotFound(err) {
-			r.Log.Warn("deleting an old deletion request", "request", o.Name, "error", err)
-		}
-	}
-}
-
-// processedWithErrors ends a request that cannot be carried out, as
-// Velero does: Processed, with the reasons in status.errors.
-func (r *DeleteBackupRequestReconciler) processedWithErrors(ctx context.Context, dbr *v1.DeleteBackupRequest, msgs ...string) error {
-	defer r.release(dbr)
-	now := metav1.NewTime(r.now())
-	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-		s.Phase = v1.DeleteBackupRequestPhaseProcessed
-		s.Errors = slices.Clone(msgs)
-		s.ErrorDetails = nil
-		for _, m := range msgs {
-			s.ErrorDetails = append(s.ErrorDetails, v1.DeletionError{Message: m})
-		}
-		s.CompletionTimestamp = &now
-		setWaiting(dbr, "", "")
-	})
-}
-
-func (r *DeleteBackupRequestReconciler) backoff(attempt int32) time.Duration {
-	d := r.retryBase()
-	for i := int32(1); i < attempt && d < maxDeletionRetryDelay; i++ {
-		d *= 2
-	}
-	return min(d, maxDeletionRetryDelay)
 }
 
 func (r *DeleteBackupRequestReconciler) maxAttempts() int {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,19 +19,6 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
 )
-
-func TestDeletionBackoffDoublesUpToAnHour(t *testing.T) {
-	r := &DeleteBackupRequestReconciler{RetryBase: 30 * time.Second}
-	var got []time.Duration
-	for a := int32(1); a <= 9; a++ {
-		got = append(got, r.backoff(a))
-	}
-	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
-		16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
-	if !slices.Equal(got, want) {
-		t.Errorf("backoff %v, want %v", got, want)
-	}
-}
 
 func TestAPIPlanKeepsCountsAndBoundsLists(t *testing.T) {
 	p := &deletion.Plan{BackupKeys: []string{"backups/b/b.tar.gz", "backups/b/velero-backup.json"}}

@@ -2,6 +2,7 @@ package deletion
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -224,3 +225,35 @@ func leaderOf(dbr *v1.DeleteBackupRequest, requests []v1.DeleteBackupRequest) st
 func refuse(msgs ...string) Decision { return Decision{Verdict: Refuse, Messages: msgs} }
 
 func wait(reason, msg string) Decision { return Decision{Verdict: Wait, Reason: reason, Message: msg} }
+
+// maxRetryDelay caps the backoff between attempts.
+const maxRetryDelay = time.Hour
+
+// Retry is what follows a failed attempt.
+type Retry struct {
+	// Final: no attempt follows; the request ends Failed.
+	Final bool
+	// Reason is the Backup's DeletionFailed condition reason.
+	Reason string
+	// After is the wait before the next attempt: base after the first
+	// failure, doubling after each further one, at most an hour.
+	After time.Duration
+}
+
+// AfterFailure decides what follows the failed attempt number attempt (from
+// 1) of at most maxAttempts. Another backup's data is never deleted, so an
+// IdentityError ends the request at once.
+func AfterFailure(err error, attempt, maxAttempts int, base time.Duration) Retry {
+	var idErr *IdentityError
+	switch {
+	case errors.As(err, &idErr):
+		return Retry{Final: true, Reason: "NotThisBackupsData"}
+	case attempt >= maxAttempts:
+		return Retry{Final: true, Reason: "AttemptsExhausted"}
+	}
+	d := base
+	for i := 1; i < attempt && d < maxRetryDelay; i++ {
+		d *= 2
+	}
+	return Retry{Reason: "AttemptFailed", After: min(d, maxRetryDelay)}
+}

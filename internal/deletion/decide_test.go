@@ -1,10 +1,12 @@
 package deletion
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +254,27 @@ func render(d Decision) string {
 		s += ": " + strings.Join(d.Messages, "; ")
 	}
 	return s
+}
+
+func TestAfterFailureBacksOffUpToAnHourThenEnds(t *testing.T) {
+	var got []time.Duration
+	for a := 1; a <= 9; a++ {
+		r := AfterFailure(errors.New("boom"), a, 10, 30*time.Second)
+		if r.Final || r.Reason != "AttemptFailed" {
+			t.Fatalf("attempt %d: %+v, want a retry", a, r)
+		}
+		got = append(got, r.After)
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
+		16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
+	if !slices.Equal(got, want) {
+		t.Errorf("backoff %v, want %v", got, want)
+	}
+	if r := AfterFailure(errors.New("boom"), 10, 10, time.Second); !r.Final || r.Reason != "AttemptsExhausted" {
+		t.Errorf("last attempt: %+v", r)
+	}
+	idErr := fmt.Errorf("step: %w", &IdentityError{Backup: "nightly"})
+	if r := AfterFailure(idErr, 1, 10, time.Second); !r.Final || r.Reason != "NotThisBackupsData" {
+		t.Errorf("another backup's data: %+v, want the end at once", r)
+	}
 }

@@ -1,0 +1,186 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/deletion"
+	"github.com/lifeboat-io/lifeboat/internal/metrics"
+)
+
+// How an attempt ends: the request's final or next state, the Backup's
+// phase and condition, the metrics.
+
+// succeeded ends a request whose backup is gone.
+func (r *DeleteBackupRequestReconciler) succeeded(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result) error {
+	defer r.release(dbr)
+	schedule := b.Labels[v1.ScheduleNameLabel]
+	metrics.BackupDeletionSuccesses.WithLabelValues(schedule).Inc()
+	if start := dbr.Status.StartTimestamp; start != nil {
+		metrics.BackupDeletionDuration.WithLabelValues(schedule).Observe(r.now().Sub(start.Time).Seconds())
+	}
+	now := metav1.NewTime(r.now())
+	report := res.Report
+	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		applyDeletionState(s, res.State)
+		s.Phase = v1.DeleteBackupRequestPhaseProcessed
+		s.Errors, s.ErrorDetails = nil, nil
+		s.Report = &report
+		s.NextAttemptTime = nil
+		s.CompletionTimestamp = &now
+	}); err != nil {
+		return err
+	}
+	r.Log.Info("backup deletion request processed", "request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName,
+		"attempts", dbr.Status.Attempts, "keysRemoved", report.KeysRemoved)
+	r.deleteOldRequests(ctx, dbr)
+	return nil
+}
+
+// backupGone ends a request whose Backup disappeared between attempts (its
+// own last step removed it and the final status write was lost, or it was
+// removed by hand).
+func (r *DeleteBackupRequestReconciler) backupGone(ctx context.Context, dbr *v1.DeleteBackupRequest) error {
+	defer r.release(dbr)
+	st := deletionStateOf(dbr)
+	now := metav1.NewTime(r.now())
+	if slices.Contains(st.Checkpoint.CompletedSteps, v1.DeletionStepBackupData) {
+		return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+			s.Phase = v1.DeleteBackupRequestPhaseProcessed
+			s.Errors, s.ErrorDetails = nil, nil
+			if s.Report == nil {
+				s.Report = &v1.DeletionReport{}
+			}
+			s.Report.SnapshotsDeleted, s.Report.RestoresDeleted, s.Report.KeysRemoved = s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved
+			s.Report.UnfinishedUploadsRemoved = s.UnfinishedUploadsRemoved
+			s.CompletionTimestamp = &now
+		})
+	}
+	msg := fmt.Sprintf("backup %q was removed while its deletion was in progress (completed steps: %v); what the remaining steps delete may still be there, e.g. keys under backups/%s/ in its storage location",
+		dbr.Spec.BackupName, st.Checkpoint.CompletedSteps, dbr.Spec.BackupName)
+	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = v1.DeleteBackupRequestPhaseProcessed
+		s.Errors = []string{msg}
+		s.ErrorDetails = []v1.DeletionError{{Message: msg}}
+		s.CompletionTimestamp = &now
+	})
+}
+
+// failed records a failed attempt, puts the backup back in its phase, and
+// schedules the next attempt or ends the request.
+func (r *DeleteBackupRequestReconciler) failed(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result, attempt int32) (ctrl.Result, error) {
+	schedule := b.Labels[v1.ScheduleNameLabel]
+	metrics.BackupDeletionFailures.WithLabelValues(schedule).Inc()
+	retry := deletion.AfterFailure(res.Err, int(attempt), r.maxAttempts(), r.retryBase())
+	last, reason, delay := retry.Final, retry.Reason, retry.After
+	msgs := res.Messages()
+	summary := fmt.Sprintf("attempt %d of %d failed: %s", attempt, r.maxAttempts(), strings.Join(msgs, "; "))
+	before := dbr.Status.BackupPhaseBefore
+	if err := r.setBackupPhase(ctx, b, before, &metav1.Condition{Type: ConditionDeletionFailed, Status: metav1.ConditionTrue, Reason: reason,
+		Message: fmt.Sprintf("deletion request %s: %s", dbr.Name, summary)}); err != nil {
+		return ctrl.Result{}, err
+	}
+	next := metav1.NewTime(r.now().Add(delay))
+	now := metav1.NewTime(r.now())
+	report := res.Report
+	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		applyDeletionState(s, res.State)
+		s.Errors = msgs
+		s.ErrorDetails = res.Errors
+		s.Report = &report
+		if last {
+			s.Phase = v1.DeleteBackupRequestPhaseFailed
+			s.NextAttemptTime = nil
+			s.CompletionTimestamp = &now
+			setWaiting(dbr, "", "")
+		} else {
+			s.NextAttemptTime = &next
+			setWaiting(dbr, "NextAttempt", fmt.Sprintf("%s; attempt %d starts at %s", summary, attempt+1, next.UTC().Format(time.RFC3339)))
+		}
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName, "attempt", attempt, "errors", res.ErrorCount)
+	if last {
+		r.release(dbr)
+		log.Error("backup deletion failed; no attempts left", "error", res.Err)
+		return ctrl.Result{}, nil
+	}
+	log.Warn("backup deletion attempt failed; retrying", "error", res.Err, "retryIn", delay)
+	return ctrl.Result{RequeueAfter: delay}, nil
+}
+
+// setBackupPhase sets b's phase (unless phase is empty) and cond.
+func (r *DeleteBackupRequestReconciler) setBackupPhase(ctx context.Context, b *v1.Backup, phase v1.BackupPhase, cond *metav1.Condition) error {
+	if (phase == "" || phase == b.Status.Phase) && cond == nil {
+		return nil
+	}
+	err := writeStatus(ctx, r.Client, r.APIReader, b, func() {
+		if phase != "" {
+			b.Status.Phase = phase
+			setBackupConditions(b)
+		}
+		if cond != nil {
+			cond.ObservedGeneration = b.Generation
+			meta.SetStatusCondition(&b.Status.Conditions, *cond)
+		}
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("setting phase %s on backup %s/%s: %w", phase, b.Namespace, b.Name, err)
+	}
+	return nil
+}
+
+// deleteOldRequests removes the other finished requests for a backup that
+// is now gone: they can never be acted on again. Followers of dbr stay,
+// since they carry dbr's outcome for whoever made them.
+func (r *DeleteBackupRequestReconciler) deleteOldRequests(ctx context.Context, dbr *v1.DeleteBackupRequest) {
+	var list v1.DeleteBackupRequestList
+	if err := r.call(ctx, func(ctx context.Context) error {
+		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
+	}); err != nil {
+		r.Log.Warn("listing old deletion requests", "backup", dbr.Spec.BackupName, "error", err)
+		return
+	}
+	uid := dbr.Labels[v1.BackupUIDLabel]
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == dbr.Name || o.Spec.BackupName != dbr.Spec.BackupName || !requestFinished(o.Status.Phase) || o.Status.HandledBy == dbr.Name {
+			continue
+		}
+		if ouid := o.Labels[v1.BackupUIDLabel]; ouid != "" && uid != "" && ouid != uid {
+			continue
+		}
+		err := r.call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, o) })
+		if err != nil && !apierrors.IsNotFound(err) {
+			r.Log.Warn("deleting an old deletion request", "request", o.Name, "error", err)
+		}
+	}
+}
+
+// processedWithErrors ends a request that cannot be carried out, as
+// Velero does: Processed, with the reasons in status.errors.
+func (r *DeleteBackupRequestReconciler) processedWithErrors(ctx context.Context, dbr *v1.DeleteBackupRequest, msgs ...string) error {
+	defer r.release(dbr)
+	now := metav1.NewTime(r.now())
+	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = v1.DeleteBackupRequestPhaseProcessed
+		s.Errors = slices.Clone(msgs)
+		s.ErrorDetails = nil
+		for _, m := range msgs {
+			s.ErrorDetails = append(s.ErrorDetails, v1.DeletionError{Message: m})
+		}
+		s.CompletionTimestamp = &now
+		setWaiting(dbr, "", "")
+	})
+}
