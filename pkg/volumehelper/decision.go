@@ -269,6 +269,10 @@ func (h *helper) matchPolicies(info policy.VolumeInfo, d *Decision, trace bool) 
 		return h.policies.MatchAction(info)
 	}
 	m := h.policies.Match(info)
+	action := m.Action
+	// The verdicts are handed out; their copy of the parameters must not
+	// be the policy's own map, which every decision reads.
+	m.Action.Parameters = copyParams(m.Action.Parameters)
 	d.Match = &m
-	return m.Index, m.Action
+	return m.Index, action
 }

@@ -93,8 +93,8 @@ type claimUse struct {
 	// its own type rather than by the claim's PV, so a rule may pick it
 	// for fs-backup even when none matches the PV.
 	ephemeral bool
-	// annotated: the annotations and defaultVolumesToFsBackup select it,
-	// for the reason in selection.
+	// annotated: the annotations and defaultVolumesToFsBackup select it;
+	// selection is FSBackupSelection's reason.
 	annotated bool
 	selection string
 }

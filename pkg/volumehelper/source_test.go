@@ -199,3 +199,18 @@ func TestSourceString(t *testing.T) {
 		}
 	}
 }
+
+// The verdicts Explain hands out hold a copy of the matching policy's
+// parameters: changing them changes no later decision.
+func TestExplainMatchParametersAreCopies(t *testing.T) {
+	h := decisionCase{policy: mixedPolicy}.helper(t)
+	obj := toUnstructured(t, findObj("app/vault"))
+	d, err := h.ExplainVolume(obj, PersistentVolumeClaims)
+	if err != nil || d.Match == nil {
+		t.Fatalf("ExplainVolume: %+v, %v", d, err)
+	}
+	d.Match.Action.Parameters["plugin"] = "changed"
+	if ok, _ := h.ShouldPerformCustomAction(obj, PersistentVolumeClaims, map[string]any{"plugin": "vault"}); !ok {
+		t.Error("Decision.Match holds the policy's own parameters")
+	}
+}

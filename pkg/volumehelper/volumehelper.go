@@ -165,7 +165,7 @@ func (h *helper) ShouldPerformSnapshot(obj runtime.Unstructured, gr schema.Group
 	case SourceUnboundClaim:
 		return false, unboundError(v.unbound)
 	case SourcePodVolume:
-		h.log.Debug("not snapshotting a volume that fs-backup copies", "volume", v.what, "pod", d.Pod.Namespace+"/"+d.Pod.Pod)
+		h.log.Debug("not snapshotting a volume that fs-backup copies", "volume", v.what, "podNamespace", d.Pod.Namespace, "pod", d.Pod.Pod)
 	}
 	return d.Action == policy.Snapshot, nil
 }
