@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,7 +23,6 @@ import (
 // default (snapshotVolumes unset); the volume information says why in
 // every case.
 func TestVolumeSnapshotNotTakenWarnings(t *testing.T) {
-	ctx := context.Background()
 	yes := true
 	for _, tt := range []struct {
 		name            string
@@ -33,31 +33,7 @@ func TestVolumeSnapshotNotTakenWarnings(t *testing.T) {
 		{"snapshotVolumes true", &yes, []string{"gold", "silver"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, 0)
-			c := f.engine.Client
-			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "velero"}}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-			policyName := f.ns + "-policy"
-			mustCreate(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: policyName}, Data: map[string]string{"policy.yaml": mixedPolicy}})
-			cs := kubernetes.NewForConfigOrDie(cfg)
-			// gold: snapshot by the CSI driver rule; silver: no rule matches.
-			createVolume(t, cs, f.ns, "gold", "gold", corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "fast.csi.example.io", VolumeHandle: "vol-gold"}})
-			createVolume(t, cs, f.ns, "silver", "silver", corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data/silver"}})
-			f.engine.Plugins = fakePlugins{}
-
-			b := f.backup("no-locations")
-			b.Spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: policyName}
-			b.Spec.SnapshotVolumes = tt.snapshotVolumes
-			out := f.engine.Run(ctx, b, f.store, nil)
-			if out.Phase != v1.BackupPhaseCompleted {
-				t.Fatalf("outcome %+v, want Completed", out)
-			}
-
-			infos, err := volumefiles.GetVolumeInfo(ctx, f.store, b.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ns, infos, warnings := backupWithoutLocations(t, tt.snapshotVolumes)
 			if len(infos) != 2 {
 				t.Fatalf("%d volume infos, want 2: %+v", len(infos), infos)
 			}
@@ -66,21 +42,52 @@ func TestVolumeSnapshotNotTakenWarnings(t *testing.T) {
 					t.Errorf("%s: %+v (decision %+v), want a snapshot not taken for want of a location", in.PVCName, in, in.Decision)
 				}
 			}
-
-			var res results.Results
-			if err := f.store.GetGzipJSON(ctx, f.store.BackupKey(b.Name, storage.BackupResultsFile(b.Name)), &res); err != nil {
-				t.Fatal(err)
-			}
-			warnings := strings.Join(res.Warnings.Namespaces[f.ns], "\n")
 			for _, claim := range []string{"gold", "silver"} {
-				want := false
-				for _, w := range tt.warned {
-					want = want || w == claim
-				}
-				if got := strings.Contains(warnings, "claim "+f.ns+"/"+claim+"): snapshot not taken"); got != want {
+				want := slices.Contains(tt.warned, claim)
+				if got := strings.Contains(warnings, "claim "+ns+"/"+claim+"): snapshot not taken"); got != want {
 					t.Errorf("%s warned about: %v, want %v; warnings:\n%s", claim, got, want, warnings)
 				}
 			}
 		})
 	}
+}
+
+// backupWithoutLocations backs up a namespace with two claims, gold (a
+// volume policy chooses snapshot) and silver (no rule matches), and no
+// VolumeSnapshotLocation. It returns the namespace, the volume information
+// and the namespace's warnings.
+func backupWithoutLocations(t *testing.T, snapshotVolumes *bool) (string, []volumefiles.BackupVolumeInfo, string) {
+	t.Helper()
+	f := newFixture(t, 0)
+	c := f.engine.Client
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	policyName := f.ns + "-policy"
+	createVolume(t, cs, f.ns, "gold", "gold", corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "fast.csi.example.io", VolumeHandle: "vol-gold"}})
+	createVolume(t, cs, f.ns, "silver", "silver", corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data/silver"}})
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "velero"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: policyName}, Data: map[string]string{"policy.yaml": mixedPolicy}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	f.engine.Plugins = fakePlugins{}
+
+	b := f.backup("no-locations")
+	b.Spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: policyName}
+	b.Spec.SnapshotVolumes = snapshotVolumes
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted {
+		t.Fatalf("outcome %+v, want Completed", out)
+	}
+	infos, err := volumefiles.GetVolumeInfo(ctx, f.store, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res results.Results
+	if err := f.store.GetGzipJSON(ctx, f.store.BackupKey(b.Name, storage.BackupResultsFile(b.Name)), &res); err != nil {
+		t.Fatal(err)
+	}
+	return f.ns, infos, strings.Join(res.Warnings.Namespaces[f.ns], "\n")
 }
