@@ -32,7 +32,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 )
 
 // Engine runs backups against one cluster.
@@ -176,8 +176,8 @@ type run struct {
 	// volumes are the stored PVs, claims and pods; after the archive, each
 	// volume's decision fills volumeInfos and, for snapshots, snapshots.
 	volumes     *storedVolumes
-	volumeInfos []volumes.BackupVolumeInfo
-	snapshots   []volumes.Snapshot
+	volumeInfos []volumefiles.BackupVolumeInfo
+	snapshots   []volumefiles.Snapshot
 
 	// wrote is set once the run starts writing to the store.
 	wrote bool
@@ -222,7 +222,7 @@ func (r *run) execute(ctx context.Context) Outcome {
 	out.Operations = len(r.operations)
 	out.VolumeSnapshotsAttempted = len(r.snapshots)
 	for _, s := range r.snapshots {
-		if s.Status.Phase == volumes.SnapshotPhaseCompleted {
+		if s.Status.Phase == volumefiles.SnapshotPhaseCompleted {
 			out.VolumeSnapshotsCompleted++
 		}
 	}
@@ -400,7 +400,7 @@ func (r *run) finish(ctx context.Context, out Outcome, res results.Results) erro
 		{"volume info", func() error {
 			infos := r.volumeInfos
 			if infos == nil {
-				infos = []volumes.BackupVolumeInfo{}
+				infos = []volumefiles.BackupVolumeInfo{}
 			}
 			return r.store.PutVolumeInfo(ctx, name, infos)
 		}},

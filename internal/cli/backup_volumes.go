@@ -11,18 +11,18 @@ import (
 	"text/tabwriter"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 )
 
 // volumeInfoResult carries a backup's volume information or why it could
 // not be read, as resourceListResult does for the resource list.
 type volumeInfoResult struct {
-	infos []volumes.BackupVolumeInfo
+	infos []volumefiles.BackupVolumeInfo
 	err   error
 }
 
 func fetchVolumeInfo(ctx context.Context, d *downloader, backup string) *volumeInfoResult {
-	var infos []volumes.BackupVolumeInfo
+	var infos []volumefiles.BackupVolumeInfo
 	err := readGzipJSON(ctx, d, v1.DownloadTargetKindBackupVolumeInfos, backup, fmt.Sprintf("volume information of backup %q", backup), &infos)
 	return &volumeInfoResult{infos: infos, err: err}
 }
@@ -52,7 +52,7 @@ func describeVolumes(w io.Writer, res *volumeInfoResult) error {
 	return tw.Flush()
 }
 
-func volumeName(in *volumes.BackupVolumeInfo) string {
+func volumeName(in *volumefiles.BackupVolumeInfo) string {
 	switch {
 	case in.PVBInfo != nil:
 		return fmt.Sprintf("pod %s/%s:%s", in.PVBInfo.PodNamespace, in.PVBInfo.PodName, in.PVBInfo.VolumeName)
@@ -64,7 +64,7 @@ func volumeName(in *volumes.BackupVolumeInfo) string {
 	return "pv " + in.PVName
 }
 
-func volumeAction(in *volumes.BackupVolumeInfo) string {
+func volumeAction(in *volumefiles.BackupVolumeInfo) string {
 	if in.Decision == nil {
 		// Written by Velero, which records the method only.
 		return valueOr(string(in.BackupMethod), none)
@@ -79,7 +79,7 @@ func volumeAction(in *volumes.BackupVolumeInfo) string {
 	return in.Decision.Action + " (" + strings.Join(parts, ",") + ")"
 }
 
-func chosenBy(in *volumes.BackupVolumeInfo) string {
+func chosenBy(in *volumefiles.BackupVolumeInfo) string {
 	switch {
 	case in.Decision == nil:
 		return none
@@ -91,13 +91,13 @@ func chosenBy(in *volumes.BackupVolumeInfo) string {
 	return "fallback"
 }
 
-func volumeOutcome(in *volumes.BackupVolumeInfo) string {
+func volumeOutcome(in *volumefiles.BackupVolumeInfo) string {
 	switch {
 	case in.Decision != nil && in.Decision.ClaimedBy != "":
 		return "handled by plugin " + in.Decision.ClaimedBy
-	case in.NativeSnapshotInfo != nil && in.Result == volumes.ResultSucceeded:
+	case in.NativeSnapshotInfo != nil && in.Result == volumefiles.ResultSucceeded:
 		return "snapshot " + in.NativeSnapshotInfo.SnapshotHandle
-	case in.Result == volumes.ResultFailed:
+	case in.Result == volumefiles.ResultFailed:
 		return "failed: " + valueOr(in.SkippedReason, "see the backup's errors")
 	case in.Skipped:
 		return "not backed up: " + valueOr(in.SkippedReason, "skipped")

@@ -15,6 +15,9 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -36,16 +39,12 @@ type policyExplainOptions struct {
 
 // explainSpec is what the decisions depend on, from the flags or a backup.
 type explainSpec struct {
-	policies          *policy.Policies
-	includeNamespaces []string
-	excludeNamespaces []string
-	// snapshotVolumes is nil when unset, which means true.
-	snapshotVolumes *bool
-	defaultFSBackup bool
-	// resources are the backup's resource filters (from --backup), which
-	// say whether it holds PersistentVolumes of their own; nil: the
-	// namespace flags alone, as a backup with only those would be.
-	resources *v1.BackupSpec
+	policies *policy.Policies
+	// backup is the spec of the backup to explain: an existing backup's
+	// (--backup), or one holding only what the flags say, so that its
+	// resource filters are the namespace flags alone, as a backup with only
+	// those would have.
+	backup v1.BackupSpec
 }
 
 // volumeExplanation is one row of `policy explain`.
@@ -70,7 +69,8 @@ func newPolicyExplainCommand(f *Factory) *cobra.Command {
 			"hold cluster-scoped resources) every PersistentVolume no claim stands for, print the action a\n" +
 			"backup would take (snapshot, fs-backup, skip or custom) and why: the volume\n" +
 			"policy that matched and its conditions, or for every earlier policy the first\n" +
-			"condition that failed, and the fallback used when none matched.\n\n" +
+			"condition that failed, and the fallback used when none matched. The decisions are\n" +
+			"those of the VolumeHelper a backup uses, with the same inputs.\n\n" +
 			"The policy is a file (--policy-file, as for `policy validate`) or a ConfigMap in\n" +
 			"the -n namespace (--policy-configmap). The backup is described by flags, or by an\n" +
 			"existing backup (--backup), whose spec.resourcePolicy is used unless a policy\n" +
@@ -154,19 +154,16 @@ func (o *policyExplainOptions) run(cmd *cobra.Command, f *Factory) error {
 				return err
 			}
 		}
-		spec.includeNamespaces = b.Spec.IncludedNamespaces
-		spec.excludeNamespaces = b.Spec.ExcludedNamespaces
-		spec.resources = &b.Spec
-		spec.snapshotVolumes = b.Spec.SnapshotVolumes
-		spec.defaultFSBackup = (b.Spec.DefaultVolumesToRestic != nil && *b.Spec.DefaultVolumesToRestic) ||
-			(b.Spec.DefaultVolumesToFsBackup != nil && *b.Spec.DefaultVolumesToFsBackup)
+		spec.backup = b.Spec
 	} else {
-		spec.includeNamespaces = o.includeNamespaces
-		spec.excludeNamespaces = o.excludeNamespaces
-		if fl.Changed("snapshot-volumes") {
-			spec.snapshotVolumes = &o.snapshotVolumes
+		spec.backup = v1.BackupSpec{
+			IncludedNamespaces:       o.includeNamespaces,
+			ExcludedNamespaces:       o.excludeNamespaces,
+			DefaultVolumesToFsBackup: &o.defaultFSBackup,
 		}
-		spec.defaultFSBackup = o.defaultFSBackup
+		if fl.Changed("snapshot-volumes") {
+			spec.backup.SnapshotVolumes = &o.snapshotVolumes
+		}
 	}
 
 	rows, err := explainVolumes(ctx, c, &spec)
@@ -232,17 +229,22 @@ func explainNamespaces(ctx context.Context, c client.Client, include, exclude []
 }
 
 // explainVolumes lists the claims, their PVs and the pods of the namespaces
-// in scope (one LIST per kind and namespace, PVs once) and explains each
-// volume.
+// in scope (one LIST per kind and namespace, PVs once) and has the backup's
+// own VolumeHelper decide each volume, reading from those lists.
 func explainVolumes(ctx context.Context, c client.Client, spec *explainSpec) ([]volumeExplanation, error) {
-	namespaces, err := explainNamespaces(ctx, c, spec.includeNamespaces, spec.excludeNamespaces)
+	namespaces, err := explainNamespaces(ctx, c, spec.backup.IncludedNamespaces, spec.backup.ExcludedNamespaces)
 	if err != nil {
 		return nil, err
 	}
 	if len(namespaces) == 0 {
 		return nil, nil
 	}
-	pvs := map[string]*corev1.PersistentVolume{}
+	listed := &listedObjects{
+		Client: c,
+		pvs:    map[string]*corev1.PersistentVolume{},
+		claims: map[string]map[string]*corev1.PersistentVolumeClaim{},
+		pods:   map[string][]corev1.Pod{},
+	}
 	{
 		callCtx, cancel := callCtx(ctx)
 		list := &corev1.PersistentVolumeList{}
@@ -252,15 +254,10 @@ func explainVolumes(ctx context.Context, c client.Client, spec *explainSpec) ([]
 			return nil, fmt.Errorf("listing persistent volumes: %w", err)
 		}
 		for i := range list.Items {
-			pvs[list.Items[i].Name] = &list.Items[i]
+			listed.pvs[list.Items[i].Name] = &list.Items[i]
 		}
 	}
-	policies := spec.policies
-	if policies != nil && len(policies.VolumePolicies) == 0 {
-		policies = nil
-	}
-	var rows []volumeExplanation
-	claimed := map[string]bool{}
+	claimsOf := map[string][]corev1.PersistentVolumeClaim{}
 	for _, ns := range namespaces {
 		claims := &corev1.PersistentVolumeClaimList{}
 		pods := &corev1.PodList{}
@@ -281,22 +278,64 @@ func explainVolumes(ctx context.Context, c client.Client, spec *explainSpec) ([]
 		for i := range claims.Items {
 			byName[claims.Items[i].Name] = &claims.Items[i]
 		}
-		for i := range claims.Items {
-			rows = append(rows, explainClaim(spec, policies, &claims.Items[i], pvs, pods.Items))
-			claimed[claims.Items[i].Spec.VolumeName] = true
+		claimsOf[ns], listed.claims[ns], listed.pods[ns] = claims.Items, byName, pods.Items
+	}
+
+	// The namespaces are resolved already: the helper indexes the pods of
+	// exactly those, from the lists, and decides as the backup would.
+	helperSpec := spec.backup
+	helperSpec.IncludedNamespaces, helperSpec.ExcludedNamespaces = namespaces, nil
+	helper, err := volumehelper.NewVolumeHelperForSpec(&helperSpec, spec.policies, listed, nil)
+	if err != nil {
+		return nil, err
+	}
+	var rows []volumeExplanation
+	claimed := map[string]bool{}
+	for _, ns := range namespaces {
+		for i := range claimsOf[ns] {
+			pvc := &claimsOf[ns][i]
+			row, err := explainObject(helper, "pvc "+pvc.Namespace+"/"+pvc.Name, pvc, volumehelper.PersistentVolumeClaims)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row)
+			claimed[pvc.Spec.VolumeName] = true
 		}
-		for i := range pods.Items {
-			pod := &pods.Items[i]
+		pods := listed.pods[ns]
+		for i := range pods {
+			pod := &pods[i]
 			for j := range pod.Spec.Volumes {
 				vol := &pod.Spec.Volumes[j]
 				if vol.PersistentVolumeClaim != nil {
 					continue // explained with its claim
 				}
-				rows = append(rows, explainPodVolume(spec, policies, pod, vol, byName))
+				name := fmt.Sprintf("pod %s/%s:%s", pod.Namespace, pod.Name, vol.Name)
+				d, err := helper.ExplainPodVolume(*vol, *pod)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", name, err)
+				}
+				rows = append(rows, explanation(name, d))
 			}
 		}
 	}
-	return append(rows, explainUnclaimedVolumes(ctx, c, spec, policies, pvs, claimed)...), nil
+	unclaimed, err := explainUnclaimedVolumes(ctx, listed, spec, helper, claimed)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, unclaimed...), nil
+}
+
+// explainObject has the helper decide a claim or PV.
+func explainObject(helper volumehelper.VolumeHelper, name string, obj runtime.Object, gr schema.GroupResource) (volumeExplanation, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return volumeExplanation{}, fmt.Errorf("%s: %w", name, err)
+	}
+	d, err := helper.ExplainVolume(&unstructured.Unstructured{Object: content}, gr)
+	if err != nil {
+		return volumeExplanation{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return explanation(name, d), nil
 }
 
 // explainUnclaimedVolumes explains the PersistentVolumes a backup holds
@@ -306,179 +345,131 @@ func explainVolumes(ctx context.Context, c client.Client, spec *explainSpec) ([]
 // the volume alone, as the backup does. A PV whose claim lives outside the
 // namespaces in scope is left out here: its decision also depends on that
 // namespace's pods.
-func explainUnclaimedVolumes(ctx context.Context, c client.Client, spec *explainSpec, policies *policy.Policies,
-	pvs map[string]*corev1.PersistentVolume, claimed map[string]bool,
-) []volumeExplanation {
-	bs := spec.resources
-	if bs == nil {
-		bs = &v1.BackupSpec{IncludedNamespaces: spec.includeNamespaces, ExcludedNamespaces: spec.excludeNamespaces}
-	}
-	filter, errs := selection.NewResourceFilter(bs, nil)
+func explainUnclaimedVolumes(ctx context.Context, listed *listedObjects, spec *explainSpec, helper volumehelper.VolumeHelper,
+	claimed map[string]bool,
+) ([]volumeExplanation, error) {
+	filter, errs := selection.NewResourceFilter(&spec.backup, nil)
 	if len(errs) > 0 || !filter.ShouldIncludeResource(corev1.Resource("persistentvolumes"), false) {
-		return nil
+		return nil, nil
 	}
 	var rows []volumeExplanation
-	for _, name := range slices.Sorted(maps.Keys(pvs)) {
-		pv := pvs[name]
+	for _, name := range slices.Sorted(maps.Keys(listed.pvs)) {
+		pv := listed.pvs[name]
 		if claimed[name] {
 			continue // explained with its claim
 		}
 		if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" && ref.Namespace != "" {
 			pvc := &corev1.PersistentVolumeClaim{}
 			callCtx, cancel := callCtx(ctx)
-			err := c.Get(callCtx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, pvc)
+			err := listed.Get(callCtx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, pvc)
 			cancel()
 			if err == nil && pvc.Spec.VolumeName == pv.Name {
 				continue // its claim is out of scope (see above)
 			}
 		}
-		e := volumeExplanation{Volume: "pv " + pv.Name}
-		if !e.applyPolicy(policies, policy.VolumeFromPV(pv, nil)) {
-			switch {
-			case spec.snapshotVolumes == nil:
-				e.fallback(string(policy.Snapshot), "snapshotVolumes (unset, so true)")
-			case *spec.snapshotVolumes:
-				e.fallback(string(policy.Snapshot), "snapshotVolumes=true")
-			default:
-				e.fallback(string(policy.Skip), "snapshotVolumes=false")
+		row, err := explainObject(helper, "pv "+pv.Name, pv, volumehelper.PersistentVolumes)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// listedObjects answers the VolumeHelper's lookups from what explain listed
+// (every PV, the claims and pods of the namespaces in scope), so that
+// explaining a namespace costs one LIST per kind, not a GET per volume;
+// anything else (a claim in another namespace) is read from the cluster.
+type listedObjects struct {
+	client.Client
+	pvs map[string]*corev1.PersistentVolume
+	// claims and pods are by namespace; a namespace is present when listed.
+	claims map[string]map[string]*corev1.PersistentVolumeClaim
+	pods   map[string][]corev1.Pod
+}
+
+func (l *listedObjects) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	switch out := obj.(type) {
+	case *corev1.PersistentVolume:
+		pv, ok := l.pvs[key.Name]
+		if !ok {
+			return apierrors.NewNotFound(corev1.Resource("persistentvolumes"), key.Name)
+		}
+		pv.DeepCopyInto(out)
+		return nil
+	case *corev1.PersistentVolumeClaim:
+		if claims, ok := l.claims[key.Namespace]; ok {
+			pvc, ok := claims[key.Name]
+			if !ok {
+				return apierrors.NewNotFound(corev1.Resource("persistentvolumeclaims"), key.Name)
 			}
+			pvc.DeepCopyInto(out)
+			return nil
 		}
-		rows = append(rows, e)
 	}
-	return rows
+	return l.Client.Get(ctx, key, obj, opts...)
 }
 
-// boundVolume returns the claim's PV, or why it has none, as the volume
-// helper decides it.
-func boundVolume(pvc *corev1.PersistentVolumeClaim, pvs map[string]*corev1.PersistentVolume) (*corev1.PersistentVolume, string) {
-	switch {
-	case pvc.Spec.VolumeName == "":
-		phase := pvc.Status.Phase
-		if phase == "" {
-			phase = corev1.ClaimPending
+func (l *listedObjects) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if out, ok := list.(*corev1.PodList); ok {
+		lo := &client.ListOptions{}
+		lo.ApplyOptions(opts)
+		if pods, ok := l.pods[lo.Namespace]; ok && lo.LabelSelector == nil && lo.FieldSelector == nil {
+			out.Items = make([]corev1.Pod, len(pods))
+			for i := range pods {
+				pods[i].DeepCopyInto(&out.Items[i])
+			}
+			out.Continue = ""
+			return nil
 		}
-		return nil, fmt.Sprintf("the claim has no volume bound to it (phase %s)", phase)
-	case pvc.Status.Phase != corev1.ClaimBound:
-		return nil, fmt.Sprintf("the claim is in phase %q, not bound to its volume %s", pvc.Status.Phase, pvc.Spec.VolumeName)
-	case pvs[pvc.Spec.VolumeName] == nil:
-		return nil, fmt.Sprintf("the claim is bound to PersistentVolume %s, which does not exist", pvc.Spec.VolumeName)
 	}
-	return pvs[pvc.Spec.VolumeName], ""
+	return l.Client.List(ctx, list, opts...)
 }
 
-func explainClaim(spec *explainSpec, policies *policy.Policies, pvc *corev1.PersistentVolumeClaim,
-	pvs map[string]*corev1.PersistentVolume, pods []corev1.Pod,
-) volumeExplanation {
-	e := volumeExplanation{Volume: "pvc " + pvc.Namespace + "/" + pvc.Name}
-	pv, unbound := boundVolume(pvc, pvs)
-	if e.applyPolicy(policies, policy.VolumeFromPV(pv, pvc)) {
+// explanation turns the helper's decision into a row: the verdict of each
+// volume policy tried, then what decided.
+func explanation(volume string, d volumehelper.Decision) volumeExplanation {
+	e := volumeExplanation{Volume: volume, Action: string(d.Action)}
+	if d.Source == volumehelper.SourceNeverFSBackup {
+		// Decided before any policy is consulted.
+		e.Reasons, e.why = []string{d.Reason}, d.Reason
 		return e
 	}
-	if unbound != "" {
-		// As the backup decides it (volumehelper.DecideVolume): no data.
-		e.fallback(string(policy.Skip), unbound+": no volume data to back up")
+	e.policyVerdicts(d.Match)
+	if d.Source == volumehelper.SourceRule {
+		rule := d.Rule
+		e.Rule = &rule
+		if d.Action == policy.Custom {
+			e.Parameters = d.Parameters
+		}
+		if d.Reason != "" {
+			// Why the rule's action does not apply as written.
+			e.Reasons = append(e.Reasons, d.Reason)
+			e.why += "; " + d.Reason
+		}
 		return e
 	}
-	switch pod := fsBackupPod(spec, policies, pvc, pods); {
-	case pod != "":
-		e.fallback(string(policy.FSBackup), pod)
-	case spec.snapshotVolumes == nil:
-		e.fallback(string(policy.Snapshot), "snapshotVolumes (unset, so true)")
-	case *spec.snapshotVolumes:
-		e.fallback(string(policy.Snapshot), "snapshotVolumes=true")
-	default:
-		e.fallback(string(policy.Skip), "snapshotVolumes=false")
+	why := d.Reason
+	if p := d.Pod; d.Source == volumehelper.SourcePodVolume && p != nil {
+		chosen := p.Reason
+		if p.Source == volumehelper.SourceRule {
+			chosen = fmt.Sprintf("rule %d on its ephemeral volume", p.Rule)
+		}
+		why = fmt.Sprintf("pod %s/%s:%s is copied by fs-backup (%s)", p.Namespace, p.Pod, p.Volume, chosen)
 	}
+	e.fallback(why)
 	return e
 }
 
-// fsBackupPod says which pod's fs-backup copies the claim's files when no
-// policy matched it, or "".
-func fsBackupPod(spec *explainSpec, policies *policy.Policies, pvc *corev1.PersistentVolumeClaim, pods []corev1.Pod) string {
-	for i := range pods {
-		pod := &pods[i]
-		for j := range pod.Spec.Volumes {
-			vol := &pod.Spec.Volumes[j]
-			switch {
-			case vol.PersistentVolumeClaim != nil && vol.PersistentVolumeClaim.ClaimName == pvc.Name:
-			case vol.Ephemeral != nil && pod.Name+"-"+vol.Name == pvc.Name:
-				if policies != nil {
-					info := policy.VolumeFromPodVolume(corev1.Volume{VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}, pvc, nil)
-					if i, action := policies.MatchAction(info); i >= 0 {
-						if action.Type == policy.FSBackup {
-							return fmt.Sprintf("pod %s/%s:%s is copied by fs-backup (rule %d on its ephemeral volume)", pod.Namespace, pod.Name, vol.Name, i)
-						}
-						continue
-					}
-				}
-			default:
-				continue
-			}
-			if neverCopied(vol) != "" {
-				continue
-			}
-			if why := annotationSelects(spec, pod, vol.Name); why != "" {
-				return fmt.Sprintf("pod %s/%s:%s is copied by fs-backup (%s)", pod.Namespace, pod.Name, vol.Name, why)
-			}
-		}
-	}
-	return ""
-}
-
-// annotationSelects says why the fs-backup fallback picks the pod's
-// volume, or "" when it does not.
-func annotationSelects(spec *explainSpec, pod *corev1.Pod, volume string) string {
-	return volumehelper.FSBackupSelection(pod.Annotations, volume, spec.defaultFSBackup)
-}
-
-// neverCopied names the reason fs-backup never copies a pod volume, or "".
-func neverCopied(vol *corev1.Volume) string {
-	return volumehelper.NeverFSBackedUpReason(vol, false)
-}
-
-func explainPodVolume(spec *explainSpec, policies *policy.Policies, pod *corev1.Pod, vol *corev1.Volume,
-	claims map[string]*corev1.PersistentVolumeClaim,
-) volumeExplanation {
-	e := volumeExplanation{Volume: fmt.Sprintf("pod %s/%s:%s", pod.Namespace, pod.Name, vol.Name)}
-	if why := neverCopied(vol); why != "" {
-		e.Action = string(policy.Skip)
-		e.Reasons = []string{why}
-		e.why = why
-		return e
-	}
-	var pvc *corev1.PersistentVolumeClaim
-	if vol.Ephemeral != nil {
-		pvc = claims[pod.Name+"-"+vol.Name]
-	}
-	if e.applyPolicy(policies, policy.VolumeFromPodVolume(*vol, pvc, nil)) {
-		if e.Action == string(policy.Snapshot) {
-			// Only PersistentVolumes are snapshotted.
-			e.Action = string(policy.Skip)
-			note := "snapshot does not apply to a pod volume"
-			e.Reasons = append(e.Reasons, note)
-			e.why += "; " + note
-		}
-		return e
-	}
-	if why := annotationSelects(spec, pod, vol.Name); why != "" {
-		e.fallback(string(policy.FSBackup), why)
-	} else if spec.defaultFSBackup {
-		e.fallback(string(policy.Skip), "listed in "+volumehelper.VolumesToExcludeAnnotation)
-	} else {
-		e.fallback(string(policy.Skip), "not listed in "+volumehelper.VolumesToBackupAnnotation+" (defaultVolumesToFsBackup is false)")
-	}
-	return e
-}
-
-// applyPolicy evaluates the policy and records the outcome; it reports
-// whether a volume policy decided the volume.
-func (e *volumeExplanation) applyPolicy(policies *policy.Policies, info policy.VolumeInfo) bool {
-	if policies == nil {
+// policyVerdicts records each volume policy's verdict: the first failing
+// condition of every policy that did not match, and the conditions of the
+// one that did.
+func (e *volumeExplanation) policyVerdicts(m *policy.Match) {
+	if m == nil {
 		e.why = "no volume policies"
 		e.Reasons = []string{"no volume policies"}
-		return false
+		return
 	}
-	m := policies.Match(info)
 	rejected := make([]string, len(m.Rejected))
 	for i, r := range m.Rejected {
 		rejected[i] = fmt.Sprintf("rule %d: %s", r.Index, r.ConditionResult)
@@ -486,7 +477,7 @@ func (e *volumeExplanation) applyPolicy(policies *policy.Policies, info policy.V
 	}
 	if m.Index < 0 {
 		e.why = "no rule matched (" + strings.Join(rejected, "; ") + ")"
-		return false
+		return
 	}
 	matched := make([]string, len(m.Matched))
 	for i, c := range m.Matched {
@@ -496,21 +487,14 @@ func (e *volumeExplanation) applyPolicy(policies *policy.Policies, info policy.V
 	if conds == "" {
 		conds = "no conditions (matches every volume)"
 	}
-	e.Rule = &m.Index
 	e.Reasons = append(e.Reasons, fmt.Sprintf("rule %d matched: %s", m.Index, conds))
 	e.why = fmt.Sprintf("rule %d: %s", m.Index, conds)
 	if len(rejected) > 0 {
 		e.why += " (not " + strings.Join(rejected, "; not ") + ")"
 	}
-	e.Action = string(m.Action.Type)
-	if m.Action.Type == policy.Custom {
-		e.Parameters = m.Action.Parameters
-	}
-	return true
 }
 
-func (e *volumeExplanation) fallback(action, why string) {
-	e.Action = action
+func (e *volumeExplanation) fallback(why string) {
 	e.Reasons = append(e.Reasons, "fallback: "+why)
 	e.why += "; fallback: " + why
 }

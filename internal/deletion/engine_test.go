@@ -20,7 +20,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/archive/archivetest"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
@@ -146,12 +146,12 @@ func TestPlanAndRunPassTheSameItemsOnceAndThePlainCopy(t *testing.T) {
 func TestRunDeletesEverythingInOrderAndMarkerLast(t *testing.T) {
 	w := newWorld(t)
 	w.putTarball(sampleItems())
-	snaps := []volumes.Snapshot{
-		{Spec: volumes.SnapshotSpec{Location: "vsl-a", PersistentVolumeName: "pv-1"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-1", Phase: volumes.SnapshotPhaseCompleted}},
-		{Spec: volumes.SnapshotSpec{Location: "vsl-a", PersistentVolumeName: "pv-2"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-gone", Phase: volumes.SnapshotPhaseCompleted}},
-		{Spec: volumes.SnapshotSpec{Location: "vsl-b", PersistentVolumeName: "pv-3"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-3", Phase: volumes.SnapshotPhaseCompleted}},
+	snaps := []volumefiles.Snapshot{
+		{Spec: volumefiles.SnapshotSpec{Location: "vsl-a", PersistentVolumeName: "pv-1"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-1", Phase: volumefiles.SnapshotPhaseCompleted}},
+		{Spec: volumefiles.SnapshotSpec{Location: "vsl-a", PersistentVolumeName: "pv-2"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-gone", Phase: volumefiles.SnapshotPhaseCompleted}},
+		{Spec: volumefiles.SnapshotSpec{Location: "vsl-b", PersistentVolumeName: "pv-3"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-3", Phase: volumefiles.SnapshotPhaseCompleted}},
 		// Never taken: nothing to delete, nothing to fail on.
-		{Spec: volumes.SnapshotSpec{Location: "vsl-b", PersistentVolumeName: "pv-4"}, Status: volumes.SnapshotStatus{Phase: volumes.SnapshotPhaseFailed}},
+		{Spec: volumefiles.SnapshotSpec{Location: "vsl-b", PersistentVolumeName: "pv-4"}, Status: volumefiles.SnapshotStatus{Phase: volumefiles.SnapshotPhaseFailed}},
 	}
 	w.putBackupFiles(snaps)
 	w.putRestore("nightly-restore-1")
@@ -227,7 +227,7 @@ func TestRunDeletesEverythingInOrderAndMarkerLast(t *testing.T) {
 func TestFailingActionKeepsEverythingAndRetryPassesOnlyWhatIsLeft(t *testing.T) {
 	w := newWorld(t)
 	w.putTarball(sampleItems())
-	w.putBackupFiles([]volumes.Snapshot{{Spec: volumes.SnapshotSpec{Location: "vsl"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-1"}}})
+	w.putBackupFiles([]volumefiles.Snapshot{{Spec: volumefiles.SnapshotSpec{Location: "vsl"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-1"}}})
 	w.putRestore("r1")
 	w.cluster.locations["vsl"] = v1.VolumeSnapshotLocationSpec{Provider: "example.io/disk"}
 	disk := &fakeSnapshotter{}
@@ -439,11 +439,11 @@ func TestStorageErrorReadingTheTarballStopsTheDeletion(t *testing.T) {
 func TestSnapshotFailureStopsBeforeKeysAndRetryDeletesOnlyTheRest(t *testing.T) {
 	w := newWorld(t)
 	w.putTarball(nil)
-	snaps := []volumes.Snapshot{
-		{Spec: volumes.SnapshotSpec{Location: "vsl"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-1"}},
-		{Spec: volumes.SnapshotSpec{Location: "vsl"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-busy"}},
-		{Spec: volumes.SnapshotSpec{Location: "vsl"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-3"}},
-		{Spec: volumes.SnapshotSpec{Location: "missing-vsl"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-4"}},
+	snaps := []volumefiles.Snapshot{
+		{Spec: volumefiles.SnapshotSpec{Location: "vsl"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-1"}},
+		{Spec: volumefiles.SnapshotSpec{Location: "vsl"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-busy"}},
+		{Spec: volumefiles.SnapshotSpec{Location: "vsl"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-3"}},
+		{Spec: volumefiles.SnapshotSpec{Location: "missing-vsl"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-4"}},
 	}
 	w.putBackupFiles(snaps)
 	w.cluster.locations["vsl"] = v1.VolumeSnapshotLocationSpec{Provider: "example.io/disk"}

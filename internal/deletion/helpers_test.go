@@ -25,7 +25,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/archive/archivetest"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/internal/storage/filesystem"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
@@ -120,7 +120,7 @@ func (w *world) putTarball(items []item, extra ...archivetest.Entry) {
 }
 
 // putBackupFiles writes the backup's other files, velero-backup.json included.
-func (w *world) putBackupFiles(snaps []volumes.Snapshot) {
+func (w *world) putBackupFiles(snaps []volumefiles.Snapshot) {
 	w.t.Helper()
 	ctx := w.t.Context()
 	name := w.backup.Name

@@ -13,7 +13,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
@@ -23,7 +23,7 @@ import (
 func (w *world) otherBackupStored(snap *fakeSnapshotter) {
 	w.t.Helper()
 	w.putTarball(sampleItems())
-	w.putBackupFiles([]volumes.Snapshot{{Spec: volumes.SnapshotSpec{Location: "vsl"}, Status: volumes.SnapshotStatus{ProviderSnapshotID: "snap-other"}}})
+	w.putBackupFiles([]volumefiles.Snapshot{{Spec: volumefiles.SnapshotSpec{Location: "vsl"}, Status: volumefiles.SnapshotStatus{ProviderSnapshotID: "snap-other"}}})
 	w.putMarker("uid-other")
 	w.cluster.locations["vsl"] = v1.VolumeSnapshotLocationSpec{Provider: "example.io/disk"}
 	w.plugins.snapshotters["example.io/disk"] = snap

@@ -7,7 +7,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
@@ -97,7 +97,7 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 		}
 	}
 	if stored != nil {
-		snaps, err := volumes.GetSnapshots(ctx, stored, b.Name)
+		snaps, err := volumefiles.GetSnapshots(ctx, stored, b.Name)
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
@@ -35,7 +35,7 @@ func (r *run) snapshots(ctx context.Context) error {
 	if r.in.Store == nil {
 		return nil
 	}
-	snaps, err := volumes.GetSnapshots(ctx, r.in.Store, r.in.Backup.Name)
+	snaps, err := volumefiles.GetSnapshots(ctx, r.in.Store, r.in.Backup.Name)
 	if err != nil {
 		return r.fail(v1.DeletionError{Step: v1.DeletionStepVolumeSnapshots, Message: err.Error()})
 	}
@@ -91,7 +91,7 @@ func (r *run) snapshots(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) deleteSnapshot(ctx context.Context, s volumes.Snapshot, byLocation map[string]snapshotter) error {
+func (r *run) deleteSnapshot(ctx context.Context, s volumefiles.Snapshot, byLocation map[string]snapshotter) error {
 	id := s.Status.ProviderSnapshotID
 	if id == "" {
 		// Never taken (the snapshot failed at backup time): nothing exists

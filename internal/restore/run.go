@@ -26,7 +26,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 )
 
 // createWorkers bounds concurrent creates within one resource type. Items
@@ -69,8 +69,8 @@ type run struct {
 
 	// snapshots are the backup's completed native snapshots by PV name;
 	// volumeInfos record the volumes restored from them.
-	snapshots   map[string]volumes.Snapshot
-	volumeInfos []volumes.RestoreVolumeInfo
+	snapshots   map[string]volumefiles.Snapshot
+	volumeInfos []volumefiles.RestoreVolumeInfo
 	// snapshotters are the locations' VolumeSnapshotters, by location.
 	snapshotters   map[string]snapshotterResult
 	snapshottersMu sync.Mutex
@@ -515,11 +515,11 @@ func (r *run) upload(ctx context.Context, res results.Results) error {
 
 // restoredVolumes is the restore's volume information, never null (Velero
 // writes an empty list).
-func (r *run) restoredVolumes() []volumes.RestoreVolumeInfo {
+func (r *run) restoredVolumes() []volumefiles.RestoreVolumeInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.volumeInfos == nil {
-		return []volumes.RestoreVolumeInfo{}
+		return []volumefiles.RestoreVolumeInfo{}
 	}
 	sort.Slice(r.volumeInfos, func(i, j int) bool { return r.volumeInfos[i].PVName < r.volumeInfos[j].PVName })
 	return r.volumeInfos

@@ -7,23 +7,23 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
 // loadSnapshots reads the backup's native snapshots, by PV name. Only
 // completed ones can be restored from.
 func (r *run) loadSnapshots(ctx context.Context) error {
-	snaps, err := volumes.GetSnapshots(ctx, r.store, r.b.Name)
+	snaps, err := volumefiles.GetSnapshots(ctx, r.store, r.b.Name)
 	if err != nil {
 		return err
 	}
 	for _, s := range snaps {
-		if s.Status.Phase != volumes.SnapshotPhaseCompleted || s.Status.ProviderSnapshotID == "" {
+		if s.Status.Phase != volumefiles.SnapshotPhaseCompleted || s.Status.ProviderSnapshotID == "" {
 			continue
 		}
 		if r.snapshots == nil {
-			r.snapshots = map[string]volumes.Snapshot{}
+			r.snapshots = map[string]volumefiles.Snapshot{}
 		}
 		r.snapshots[s.Spec.PersistentVolumeName] = s
 	}
@@ -55,9 +55,9 @@ func (r *run) restoreVolumeData(ctx context.Context, pv *unstructured.Unstructur
 	out := &unstructured.Unstructured{Object: updated.UnstructuredContent()}
 	r.log.Info("volume restored from snapshot", "persistentVolume", pv.GetName(), "snapshotID", snap.Status.ProviderSnapshotID, "volumeID", volumeID)
 	r.mu.Lock()
-	r.volumeInfos = append(r.volumeInfos, volumes.RestoreVolumeInfo{
-		PVName: pv.GetName(), RestoreMethod: volumes.NativeSnapshot,
-		NativeSnapshotInfo: &volumes.NativeSnapshotInfo{SnapshotHandle: snap.Status.ProviderSnapshotID, VolumeType: snap.Spec.VolumeType, VolumeAZ: snap.Spec.VolumeAZ, IOPS: iopsText(snap.Spec.VolumeIOPS), Phase: snap.Status.Phase},
+	r.volumeInfos = append(r.volumeInfos, volumefiles.RestoreVolumeInfo{
+		PVName: pv.GetName(), RestoreMethod: volumefiles.NativeSnapshot,
+		NativeSnapshotInfo: &volumefiles.NativeSnapshotInfo{SnapshotHandle: snap.Status.ProviderSnapshotID, VolumeType: snap.Spec.VolumeType, VolumeAZ: snap.Spec.VolumeAZ, IOPS: iopsText(snap.Spec.VolumeIOPS), Phase: snap.Status.Phase},
 	})
 	r.mu.Unlock()
 	return out, nil

@@ -31,7 +31,17 @@ func NewVolumeHelperForBackup(ctx context.Context, backup *v1.Backup, client crc
 	if err != nil {
 		return nil, err
 	}
-	spec := &backup.Spec
+	return NewVolumeHelperForSpec(&backup.Spec, policies, client, logger)
+}
+
+// NewVolumeHelperForSpec is NewVolumeHelperForBackup for a backup spec and
+// a resource policy the caller has already (from LoadPolicies, or another
+// source as `lifeboat policy explain --policy-file` has): what a backup
+// with that spec and policy would decide. policies may be nil.
+func NewVolumeHelperForSpec(spec *v1.BackupSpec, policies *policy.Policies, client crclient.Client, logger *slog.Logger) (VolumeHelper, error) {
+	if spec == nil {
+		return nil, errors.New("volumehelper: no backup spec given")
+	}
 	namespaces, skip := backupNamespaces(spec)
 	return newHelper(config{
 		policies:                 policies,

@@ -44,10 +44,6 @@ func NeverFSBackedUpReason(vol *corev1.Volume, backupExcludePVC bool) string {
 	return ""
 }
 
-func (h *helper) neverFSBackedUp(vol *corev1.Volume) bool {
-	return NeverFSBackedUpReason(vol, h.backupExcludePVC) != ""
-}
-
 // FSBackupSelection is the fallback when no volume policy decides: by
 // default every volume but those opted out, otherwise only those opted in.
 // It says why a pod's volume is selected, or "" when it is not.
@@ -64,8 +60,12 @@ func FSBackupSelection(annotations map[string]string, volume string, defaultVolu
 	return ""
 }
 
-func (h *helper) selectedByAnnotations(volume string, annotations map[string]string) bool {
-	return FSBackupSelection(annotations, volume, h.defaultVolumesToFSBackup) != ""
+// selectionSource is the Source of a pod volume FSBackupSelection picked.
+func (h *helper) selectionSource() Source {
+	if h.defaultVolumesToFSBackup {
+		return SourceDefaultVolumesToFsBackup
+	}
+	return SourcePodAnnotation
 }
 
 // listed reports whether name is one of the comma-separated names. Spaces
@@ -86,34 +86,38 @@ func listed(list, name string) bool {
 // claimUse is one pod volume that mounts a claim, with what the fallbacks
 // decide for it, computed once when the pods are indexed.
 type claimUse struct {
-	pod string
+	namespace, pod, volume string
 	// excluded: the volume is one fs-backup never copies.
 	excluded bool
 	// ephemeral: a generic ephemeral volume, which a policy describes by
 	// its own type rather than by the claim's PV, so a rule may pick it
 	// for fs-backup even when none matches the PV.
 	ephemeral bool
-	// annotated: the annotations and defaultVolumesToFsBackup select it.
+	// annotated: the annotations and defaultVolumesToFsBackup select it;
+	// selection is FSBackupSelection's reason.
 	annotated bool
+	selection string
 }
 
 func (h *helper) classifyUse(pod *corev1.Pod, vol *corev1.Volume) claimUse {
+	selection := FSBackupSelection(pod.Annotations, vol.Name, h.defaultVolumesToFSBackup)
 	return claimUse{
-		pod:       pod.Namespace + "/" + pod.Name,
-		excluded:  h.neverFSBackedUp(vol),
+		namespace: pod.Namespace, pod: pod.Name, volume: vol.Name,
+		excluded:  NeverFSBackedUpReason(vol, h.backupExcludePVC) != "",
 		ephemeral: vol.Ephemeral != nil,
-		annotated: h.selectedByAnnotations(vol.Name, pod.Annotations),
+		annotated: selection != "",
+		selection: selection,
 	}
 }
 
-// fsBackedUpBy returns a pod whose fs-backup copies v's claim, or "". It is
-// asked only when no volume policy matched v; a claim volume then matches
-// none through the pod either (it is described the same way), so what
-// ShouldPerformFSBackup would answer for it is its fallback.
-func (h *helper) fsBackedUpBy(ctx context.Context, v *volume) (string, error) {
+// fsBackedUpBy returns a pod volume whose fs-backup copies v's claim, or
+// nil. It is asked only when no volume policy matched v; a claim volume
+// then matches none through the pod either (it is described the same way),
+// so what DecidePodVolume would answer for it is its fallback.
+func (h *helper) fsBackedUpBy(ctx context.Context, v *volume) (*PodVolume, error) {
 	uses, err := h.pods.uses(ctx, v.claimNamespace, v.claimName)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	for _, u := range uses {
 		if u.excluded {
@@ -123,14 +127,14 @@ func (h *helper) fsBackedUpBy(ctx context.Context, v *volume) (string, error) {
 			info := policy.VolumeFromPodVolume(corev1.Volume{VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}, v.pvc, nil)
 			if i, action := h.policies.MatchAction(info); i >= 0 {
 				if action.Type == policy.FSBackup {
-					return u.pod, nil
+					return &PodVolume{Namespace: u.namespace, Pod: u.pod, Volume: u.volume, Source: SourceRule, Rule: i}, nil
 				}
 				continue
 			}
 		}
 		if u.annotated {
-			return u.pod, nil
+			return &PodVolume{Namespace: u.namespace, Pod: u.pod, Volume: u.volume, Source: h.selectionSource(), Rule: NoRule, Reason: u.selection}, nil
 		}
 	}
-	return "", nil
+	return nil, nil
 }

@@ -52,6 +52,11 @@ type VolumeHelper interface {
 	DecideVolume(obj runtime.Unstructured, groupResource schema.GroupResource) (Decision, error)
 	// DecidePodVolume returns the decision for one volume of a pod and why.
 	DecidePodVolume(volume corev1.Volume, pod corev1.Pod) (Decision, error)
+	// ExplainVolume is DecideVolume with each volume policy's verdict on
+	// the volume (Decision.Match), for tools that show the reasoning.
+	ExplainVolume(obj runtime.Unstructured, groupResource schema.GroupResource) (Decision, error)
+	// ExplainPodVolume is DecidePodVolume with Decision.Match.
+	ExplainPodVolume(volume corev1.Volume, pod corev1.Pod) (Decision, error)
 }
 
 // The group/resources a VolumeHelper accepts.
@@ -152,44 +157,28 @@ func (h *helper) ShouldPerformSnapshot(obj runtime.Unstructured, gr schema.Group
 	if err != nil {
 		return false, err
 	}
-	if i, action := h.match(v); i >= 0 {
-		return action.Type == policy.Snapshot, nil
+	d, err := h.decideVolume(ctx, v, false)
+	if err != nil {
+		return false, err
 	}
-	if v.unbound != nil {
+	switch d.Source {
+	case SourceUnboundClaim:
 		return false, unboundError(v.unbound)
+	case SourcePodVolume:
+		h.log.Debug("not snapshotting a volume that fs-backup copies", "volume", v.what, "podNamespace", d.Pod.Namespace, "pod", d.Pod.Pod)
 	}
-	// A volume whose files a pod's fs-backup copies is not snapshotted as
-	// well: the data would be stored twice and restored from either.
-	if v.claimName != "" {
-		pod, err := h.fsBackedUpBy(ctx, v)
-		if err != nil {
-			return false, err
-		}
-		if pod != "" {
-			h.log.Debug("not snapshotting a volume that fs-backup copies", "volume", v.what, "pod", pod)
-			return false, nil
-		}
-	}
-	return h.snapshotVolumes, nil
+	return d.Action == policy.Snapshot, nil
 }
 
 func (h *helper) ShouldPerformFSBackup(vol corev1.Volume, pod corev1.Pod) (bool, error) {
-	if h.neverFSBackedUp(&vol) {
-		return false, nil
+	d, unbound, err := h.decidePodVolume(lookupContext(), &vol, &pod, false)
+	if err != nil {
+		return false, err
 	}
-	if h.policies != nil {
-		info, unbound, err := h.podVolumeInfo(lookupContext(), &vol, &pod)
-		if err != nil {
-			return false, err
-		}
-		if i, action := h.policies.MatchAction(info); i >= 0 {
-			return action.Type == policy.FSBackup, nil
-		}
-		if unbound != nil {
-			return false, unboundError(fmt.Errorf("volume %s of pod %s/%s: %w", vol.Name, pod.Namespace, pod.Name, unbound))
-		}
+	if unbound != nil {
+		return false, unboundError(unbound)
 	}
-	return h.selectedByAnnotations(vol.Name, pod.Annotations), nil
+	return d.Action == policy.FSBackup, nil
 }
 
 func (h *helper) ShouldPerformCustomAction(obj runtime.Unstructured, gr schema.GroupResource, matchParams map[string]any) (bool, error) {

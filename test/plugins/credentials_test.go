@@ -19,7 +19,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 )
 
 // What the filesnapshotter records of the credentials a call was made with
@@ -70,7 +70,7 @@ func TestSnapshotLocationCredentialsOnEveryPath(t *testing.T) {
 		t.Fatalf("backup: phase %s, %d of %d snapshots (failure %q); want Completed with 1\n%s",
 			b.Status.Phase, b.Status.VolumeSnapshotsCompleted, b.Status.VolumeSnapshotsAttempted, b.Status.FailureReason, out)
 	}
-	var snaps []volumes.Snapshot
+	var snaps []volumefiles.Snapshot
 	readGzipJSONFile(t, filepath.Join(dir, "lifeboat", "backups", name, name+"-volumesnapshots.json.gz"), &snaps)
 	if len(snaps) != 1 {
 		t.Fatalf("backup recorded %d snapshots, want 1", len(snaps))

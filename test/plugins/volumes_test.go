@@ -17,7 +17,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
 
@@ -120,10 +120,10 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 	backupDir := filepath.Join(dir, "lifeboat", "backups", name)
 
 	// Every volume got the action the policy gives it.
-	var infos []volumes.BackupVolumeInfo
+	var infos []volumefiles.BackupVolumeInfo
 	readGzipJSONFile(t, filepath.Join(backupDir, name+"-volumeinfo.json.gz"), &infos)
 	actions := map[string]string{}
-	byPV := map[string]volumes.BackupVolumeInfo{}
+	byPV := map[string]volumefiles.BackupVolumeInfo{}
 	for _, in := range infos {
 		key := "pvc " + in.PVCNamespace + "/" + in.PVCName
 		if in.PVBInfo != nil {
@@ -165,12 +165,12 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 	if err != nil || len(files) != 2 {
 		t.Fatalf("snapshot files %v (%v), want 2 (gold and silver)", files, err)
 	}
-	var snaps []volumes.Snapshot
+	var snaps []volumefiles.Snapshot
 	readGzipJSONFile(t, filepath.Join(backupDir, name+"-volumesnapshots.json.gz"), &snaps)
 	var snapped []string
 	for _, s := range snaps {
 		snapped = append(snapped, s.Spec.PersistentVolumeName)
-		if s.Spec.Location != vsl.Name || s.Status.Phase != volumes.SnapshotPhaseCompleted {
+		if s.Spec.Location != vsl.Name || s.Status.Phase != volumefiles.SnapshotPhaseCompleted {
 			t.Errorf("snapshot %+v", s)
 		}
 		if _, err := os.Stat(filepath.Join(snapDir, "snapshots", s.Status.ProviderSnapshotID+".json")); err != nil {

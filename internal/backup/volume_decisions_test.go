@@ -24,7 +24,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
-	"github.com/lifeboat-io/lifeboat/internal/volumes"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
@@ -200,7 +200,7 @@ func TestVolumeDecisions(t *testing.T) {
 		t.Fatalf("outcome %+v, want Completed", out)
 	}
 
-	infos, err := volumes.GetVolumeInfo(ctx, f.store, "volumes")
+	infos, err := volumefiles.GetVolumeInfo(ctx, f.store, "volumes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestVolumeDecisions(t *testing.T) {
 		"pod web:cache":            {"fs-backup", -1, true, ""},
 		"pod web:tmp":              {"skip", -1, true, ""},
 	}
-	got := map[string]volumes.BackupVolumeInfo{}
+	got := map[string]volumefiles.BackupVolumeInfo{}
 	for _, in := range infos {
 		key := "pv " + in.PVName
 		if in.PVBInfo != nil {
@@ -248,13 +248,13 @@ func TestVolumeDecisions(t *testing.T) {
 		t.Errorf("gold's info %+v lacks its claim or snapshot", g)
 	}
 
-	snaps, err := volumes.GetSnapshots(ctx, f.store, "volumes")
+	snaps, err := volumefiles.GetSnapshots(ctx, f.store, "volumes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var taken []string
 	for _, s := range snaps {
-		if s.Spec.Location != f.ns+"-snaps" || s.Status.Phase != volumes.SnapshotPhaseCompleted || s.Spec.BackupName != "volumes" {
+		if s.Spec.Location != f.ns+"-snaps" || s.Status.Phase != volumefiles.SnapshotPhaseCompleted || s.Spec.BackupName != "volumes" {
 			t.Errorf("snapshot %+v", s)
 		}
 		taken = append(taken, s.Spec.PersistentVolumeName+"="+s.Status.ProviderSnapshotID)

@@ -1,8 +1,8 @@
-// Package volumes holds the per-volume files a backup stores next to its
+// Package volumefiles holds the per-volume files a backup stores next to its
 // tarball, in the shapes Velero writes and reads: the native snapshots
 // (<name>-volumesnapshots.json.gz) and the per-volume information
 // (<name>-volumeinfo.json.gz).
-package volumes
+package volumefiles
 
 import (
 	"context"
