@@ -1,17 +1,3 @@
-// Package volumehelper tells BackupItemAction plugins (and the backup
-// engine) what a backup does with each volume: snapshot it, copy its files
-// (fs-backup), leave it to a plugin's custom action, or nothing. It applies
-// the backup's resource policy first, where the first matching volume
-// policy decides, and falls back to the backup's snapshotVolumes and
-// defaultVolumesToFsBackup settings and the pods' backup-volumes
-// annotations as Velero does, so that a plugin built for Velero's helper
-// reaches the same decisions.
-//
-// A helper belongs to one backup. It is safe for concurrent use, and it
-// looks things up in the cluster at most once: the pods that mount each
-// claim are indexed on first need, and the PersistentVolumes and claims it
-// fetches are remembered, so every answer about a volume stays the same for
-// the helper's lifetime.
 package volumehelper
 
 import (
