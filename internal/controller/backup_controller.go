@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +51,7 @@ type BackupReconciler struct {
 
 	// running holds the backups this process is executing, to tell a backup
 	// in progress here from one left InProgress by a server that died.
-	running sync.Map
+	running inFlight
 }
 
 // SetupWithManager registers the reconciler. Backups run one at a time, as
@@ -102,7 +101,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		return ctrl.Result{}, r.runBackup(ctx, &b)
 	case v1.BackupPhaseInProgress:
-		if _, ok := r.running.Load(req.NamespacedName); ok {
+		if r.running.has(req.NamespacedName) {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, r.failAbandoned(ctx, &b)
@@ -225,7 +224,7 @@ func (r *BackupReconciler) requestDeletion(ctx context.Context, b *v1.Backup) (c
 		// Reconciles are serial, so a backup this process runs has ended
 		// before its deletion is looked at; one still InProgress is left
 		// over from a stopped server and would never let the deletion in.
-		if _, ok := r.running.Load(client.ObjectKeyFromObject(b)); !ok {
+		if !r.running.has(client.ObjectKeyFromObject(b)) {
 			if err := r.failAbandoned(ctx, b); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -292,8 +291,7 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	}
 	expiration := metav1.NewTime(now.Add(ttl))
 	key := client.ObjectKeyFromObject(b)
-	r.running.Store(key, struct{}{})
-	defer r.running.Delete(key)
+	defer r.running.add(key)()
 	if err := r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
 		s.Phase = v1.BackupPhaseInProgress
 		s.StartTimestamp = &now

@@ -89,7 +89,7 @@ type DeleteBackupRequestReconciler struct {
 	// running holds the requests this process is executing, to tell a
 	// request in progress here from one left InProgress by a server that
 	// stopped (which resumes from its checkpoint).
-	running sync.Map
+	running inFlight
 	// backups maps a backup being deleted by this process to its request:
 	// the in-process guard behind the one-request-per-backup rule.
 	backups sync.Map
@@ -126,7 +126,7 @@ func (r *DeleteBackupRequestReconciler) Reconcile(ctx context.Context, req ctrl.
 	if requestFinished(dbr.Status.Phase) {
 		return r.expire(ctx, &dbr)
 	}
-	if _, ok := r.running.Load(req.NamespacedName); ok {
+	if r.running.has(req.NamespacedName) {
 		return ctrl.Result{}, nil
 	}
 	if err := r.get(ctx, r.APIReader, req.NamespacedName, &dbr); err != nil {
@@ -277,8 +277,7 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 		return ctrl.Result{RequeueAfter: deletionWaitRecheck}, nil
 	}
 	reqKey := client.ObjectKeyFromObject(dbr)
-	r.running.Store(reqKey, struct{}{})
-	defer r.running.Delete(reqKey)
+	defer r.running.add(reqKey)()
 
 	b := *f.Backup
 	bsl := b.Spec.StorageLocation

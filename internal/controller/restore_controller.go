@@ -49,7 +49,7 @@ type RestoreReconciler struct {
 
 	// running holds the restores this process is executing, to tell a
 	// restore in progress here from one left InProgress by a server that died.
-	running sync.Map
+	running inFlight
 }
 
 // SetupWithManager registers the reconciler. Restores run one at a time, as
@@ -79,7 +79,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case "", v1.RestorePhaseNew:
 		return ctrl.Result{}, r.runRestore(ctx, &rs)
 	case v1.RestorePhaseInProgress:
-		if _, ok := r.running.Load(req.NamespacedName); ok {
+		if r.running.has(req.NamespacedName) {
 			return ctrl.Result{}, nil
 		}
 		// The engine keeps no checkpoint to resume from, and running the
@@ -118,8 +118,7 @@ func (r *RestoreReconciler) runRestore(ctx context.Context, rs *v1.Restore) erro
 	}
 
 	key := client.ObjectKeyFromObject(rs)
-	r.running.Store(key, struct{}{})
-	defer r.running.Delete(key)
+	defer r.running.add(key)()
 	now := metav1.Now()
 	if err := r.patchStatus(ctx, rs, func(s *v1.RestoreStatus) {
 		s.Phase = v1.RestorePhaseInProgress
