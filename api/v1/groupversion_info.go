@@ -17,7 +17,7 @@ var (
 	SchemeGroupVersion = schema.GroupVersion{Group: "velero.io", Version: "v1"}
 
 	// SchemeBuilder registers the kinds with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: SchemeGroupVersion}
+	SchemeBuilder = &scheme.Builder{GroupVersion: SchemeGroupVersion} //nolint:staticcheck // SA1019: apimachinery's runtime.SchemeBuilder would drop controller-runtime from api/v1; a change of its own
 
 	// AddToScheme adds the kinds of this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme

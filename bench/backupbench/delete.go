@@ -159,13 +159,13 @@ func runDelete(ctx context.Context, c config, e *sizeEnv, lb backupRunner, i int
 	}
 	if _, err := os.Stat(filepath.Dir(archive)); !errors.Is(err, os.ErrNotExist) {
 		left, _ := os.ReadDir(filepath.Dir(archive))
-		return res, fmt.Errorf("deletion of %s left its directory in the store (%d entries, stat: %v)", name, len(left), err)
+		return res, fmt.Errorf("deletion of %s left its directory in the store (%d entries, stat: %w)", name, len(left), err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	err = e.k.c.Get(cctx, client.ObjectKey{Namespace: serverNamespace, Name: name}, &v1.Backup{})
 	cancel()
 	if !apierrors.IsNotFound(err) {
-		return res, fmt.Errorf("the Backup %s is still there after its deletion (get: %v)", name, err)
+		return res, fmt.Errorf("the Backup %s is still there after its deletion (get: %w)", name, err)
 	}
 	return res, nil
 }

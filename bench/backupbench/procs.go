@@ -74,7 +74,7 @@ func (s *serverProcess) pid() int { return s.cmd.Process.Pid }
 func (s *serverProcess) exited() error {
 	select {
 	case <-s.done:
-		return fmt.Errorf("lifeboat server exited (%v); see %s:\n%s", s.waitErr, s.logPath, tail(s.logPath, 20))
+		return fmt.Errorf("lifeboat server exited (%w); see %s:\n%s", s.waitErr, s.logPath, tail(s.logPath, 20))
 	default:
 		return nil
 	}

@@ -230,7 +230,6 @@ func prepare(m *metav1.ObjectMeta, o options) {
 	m.CreationTimestamp = metav1.Time{}
 	m.ManagedFields = nil
 	m.Generation = 0
-	m.SelfLink = ""
 	m.DeletionTimestamp = nil
 	m.DeletionGracePeriodSeconds = nil
 	if m.Labels == nil {

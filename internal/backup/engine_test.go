@@ -31,7 +31,6 @@ type faultyStore struct {
 	// failKey makes PutObject of keys ending in it fail after failAfter bytes.
 	failKey   string
 	failAfter int64
-	written   atomic.Int64
 	// existsErr makes ObjectExists fail.
 	existsErr error
 }

@@ -120,7 +120,7 @@ func (d *downloader) get(ctx context.Context, target v1.DownloadTarget, u *url.U
 		// error messages that end up in terminals and CI logs. %v, not %w:
 		// a network error here is about the object store, and must not be
 		// reported as an unreachable API server.
-		return nil, fmt.Errorf("downloading the %s of %s %q from %s: %v", target.Kind, targetOwner(target.Kind), target.Name, redact(u), unwrapURLError(err))
+		return nil, fmt.Errorf("downloading the %s of %s %q from %s: %v", target.Kind, targetOwner(target.Kind), target.Name, redact(u), unwrapURLError(err)) //nolint:errorlint // %v on purpose, see above
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:

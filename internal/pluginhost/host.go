@@ -158,7 +158,7 @@ func (h *Host) Discover(ctx context.Context) error {
 			if err := api.ValidateName(id.Name); err != nil {
 				return fmt.Errorf("plugin binary %s: %w", bin, err)
 			}
-			replaced, err := h.registry.add(Entry{Kind: api.Kind(id.Kind), Name: id.Name, Binary: bin})
+			replaced, err := h.registry.add(Entry{Kind: id.Kind, Name: id.Name, Binary: bin})
 			if err != nil {
 				return err
 			}

@@ -189,13 +189,6 @@ func (s *spool) groupResources() []string {
 	return out
 }
 
-func (s *spool) count(gr string) int {
-	if sf, ok := s.types[gr]; ok {
-		return sf.count
-	}
-	return 0
-}
-
 func (s *spool) total() int {
 	n := 0
 	for _, sf := range s.types {

@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -201,8 +202,8 @@ func TestValidateNamespaceIncludesExcludes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			for _, err := range ValidateNamespaceIncludesExcludes("spec.Namespaces", tc.includes, tc.excludes) {
-				fe, ok := err.(*FieldError)
-				if !ok {
+				var fe *FieldError
+				if !errors.As(err, &fe) {
 					t.Fatalf("error %v is a %T, want *FieldError", err, err)
 				}
 				got = append(got, fe.Field)

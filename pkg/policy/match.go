@@ -73,7 +73,7 @@ func (p *Policies) Match(v VolumeInfo) Match {
 		}
 		m.Index = i
 		m.Action = p.VolumePolicies[i].Action
-		for k := range conditionKind(numConditions) {
+		for k := range numConditions {
 			if c.has(k) {
 				m.Matched = append(m.Matched, ConditionResult{Condition: conditionNames[k], Reason: c.reason(k, &v, true)})
 			}
@@ -101,7 +101,7 @@ const (
 var conditionNames = [numConditions]string{"capacity", "storageClass", "nfs", "csi", "volumeTypes", "pvcLabels", "pvcPhase"}
 
 func (c *Conditions) firstFailure(v *VolumeInfo) conditionKind {
-	for k := range conditionKind(numConditions) {
+	for k := range numConditions {
 		if c.has(k) && !c.holds(k, v) {
 			return k
 		}

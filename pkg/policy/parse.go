@@ -48,7 +48,8 @@ func FromConfigMap(cm *corev1.ConfigMap) (*Policies, error) {
 		data = v
 	}
 	p, err := Parse([]byte(data))
-	if ve, ok := err.(*ValidationError); ok {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
 		ve.Source = source
 	}
 	return p, err

@@ -1,11 +1,13 @@
-// This file is a copy of examples/plugins/dirstore/store.go (Lifeboat's SDK
-// example), kept in step by hand: the type depends on nothing but the
-// standard library, and its methods have the shape of both SDKs' ObjectStore
-// interface, so the same code serves a location under either SDK. This
-// module cannot import Lifeboat's (the two SDKs register the same proto
-// names), hence the copy.
-
 package main
+
+// This file exists twice, byte for byte: as examples/plugins/dirstore/store.go,
+// served by the example plugin through Lifeboat's SDK, and as
+// test/compat/dirstore.go, served by a plugin built with Velero's SDK. That
+// module cannot import Lifeboat's (the two SDKs register the same proto
+// names), and the store needs nothing but the standard library and has the
+// method set of both SDKs' ObjectStore, so one text serves both. Edit the
+// example's copy and copy it over: TestCompatPluginHoldsTheSameStore fails
+// while the two differ.
 
 import (
 	"crypto/rand"
@@ -22,10 +24,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/sirupsen/logrus"
-
-	"github.com/vmware-tanzu/velero/pkg/plugin/velero"
 )
 
 // RootKey is the config key naming the directory that holds the buckets.
@@ -347,8 +345,3 @@ func (s *dirStore) CreateSignedURL(bucket, key string, _ time.Duration) (string,
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.Join(s.dir, filepath.FromSlash(p))}).String(), nil
 }
-
-// newDirStore is the ObjectStore's initializer for Velero's framework.
-func newDirStore(logrus.FieldLogger) (any, error) { return &dirStore{}, nil }
-
-var _ velero.ObjectStore = (*dirStore)(nil)

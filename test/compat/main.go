@@ -12,8 +12,11 @@
 package main
 
 import (
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
+
 	"github.com/vmware-tanzu/velero/pkg/plugin/framework"
+	"github.com/vmware-tanzu/velero/pkg/plugin/velero"
 )
 
 // The plugin names, as `lifeboat plugin get` lists them.
@@ -33,3 +36,10 @@ func main() {
 		RegisterObjectStore(StoreName, newDirStore).
 		Serve()
 }
+
+// newDirStore is the ObjectStore's initializer for Velero's framework. The
+// store itself, dirStore in dirstore.go, is a copy of the Lifeboat-SDK
+// example's store.go and must stay one: the SDK glue lives here.
+func newDirStore(logrus.FieldLogger) (any, error) { return &dirStore{}, nil }
+
+var _ velero.ObjectStore = (*dirStore)(nil)

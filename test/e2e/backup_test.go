@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
@@ -396,8 +394,7 @@ func TestStorageLocationAvailability(t *testing.T) {
 
 	// A bucket that does not exist is Unavailable, and the message says why.
 	missing, _ := env.S3Location(t, env.Name("s3"))
-	var cur v1.BackupStorageLocation
-	cur = *missing
+	cur := *missing
 	orig := cur.DeepCopy()
 	cur.Spec.ObjectStorage.Bucket = "no-such-bucket"
 	if err := env.Client.Patch(testenv.Ctx(t), &cur, clientMergeFrom(orig)); err != nil {
@@ -407,20 +404,6 @@ func TestStorageLocationAvailability(t *testing.T) {
 	if !strings.Contains(un.Status.Message, "no-such-bucket") {
 		t.Errorf("message %q should name the bucket", un.Status.Message)
 	}
-}
-
-// gunzip reads a gzipped blob.
-func gunzip(t *testing.T, data []byte) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // A backup left InProgress by a server that died cannot be resumed; the

@@ -116,7 +116,7 @@ func (p *serverProcess) kill() {
 func (p *serverProcess) exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("server process %d exited unexpectedly (%v); its log is %s", p.pid(), p.err, p.log)
+		return fmt.Errorf("server process %d exited unexpectedly (%w); its log is %s", p.pid(), p.err, p.log)
 	default:
 		return nil
 	}

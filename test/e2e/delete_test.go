@@ -63,7 +63,7 @@ func deletionPlugins(t *testing.T) string {
 		}
 		cmd := exec.Command("go", "build", "-o", dir+"/", "../../examples/plugins/cleanup", "./testdata/deleteplugin")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			delPluginsErr = fmt.Errorf("building the deletion test plugins: %v\n%s", err, out)
+			delPluginsErr = fmt.Errorf("building the deletion test plugins: %w\n%s", err, out)
 			return
 		}
 		delPluginDir = dir

@@ -249,12 +249,14 @@ func TestDirStoreLocation(t *testing.T) {
 			t.Errorf("stored ConfigMap: %s = %q", annotateKey, got)
 		}
 		// No upload left a temporary file behind.
-		filepath.WalkDir(filepath.Dir(bucketDir), func(p string, d os.DirEntry, err error) error {
+		if err := filepath.WalkDir(filepath.Dir(bucketDir), func(p string, d os.DirEntry, err error) error {
 			if err == nil && strings.HasPrefix(d.Name(), ".dirstore-tmp-") {
 				t.Errorf("temporary file left: %s", p)
 			}
 			return nil
-		})
+		}); err != nil {
+			t.Error(err)
+		}
 	})
 
 	t.Run("logs are read back through a file:// URL", func(t *testing.T) {

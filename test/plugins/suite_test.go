@@ -128,14 +128,14 @@ func buildPlugins() error {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = moduleRoot
 		if b, err := cmd.CombinedOutput(); err != nil {
-			exampleErr = fmt.Errorf("building the example plugins: %v\n%s", err, b)
+			exampleErr = fmt.Errorf("building the example plugins: %w\n%s", err, b)
 			return
 		}
 		// A second custom-action plugin, told apart by its parameters.
 		cmd = exec.Command("go", "build", "-ldflags", "-X main.name="+customVolumeB, "-o", filepath.Join(pluginDir, "custom-volume-b"), "./examples/plugins/custom-volume")
 		cmd.Dir = moduleRoot
 		if b, err := cmd.CombinedOutput(); err != nil {
-			exampleErr = fmt.Errorf("building the second custom-volume plugin: %v\n%s", err, b)
+			exampleErr = fmt.Errorf("building the second custom-volume plugin: %w\n%s", err, b)
 		}
 	})
 	wg.Go(func() {
@@ -144,7 +144,7 @@ func buildPlugins() error {
 		cmd.Stderr = &stderr
 		b, err := cmd.Output()
 		if err != nil {
-			compatErr = fmt.Errorf("building the Velero-SDK plugin (test/compat/build.sh): %v\n%s", err, stderr.Bytes())
+			compatErr = fmt.Errorf("building the Velero-SDK plugin (test/compat/build.sh): %w\n%s", err, stderr.Bytes())
 			return
 		}
 		// Installing a plugin is copying its binary into the plugin dir.

@@ -1,5 +1,14 @@
 package main
 
+// This file exists twice, byte for byte: as examples/plugins/dirstore/store.go,
+// served by the example plugin through Lifeboat's SDK, and as
+// test/compat/dirstore.go, served by a plugin built with Velero's SDK. That
+// module cannot import Lifeboat's (the two SDKs register the same proto
+// names), and the store needs nothing but the standard library and has the
+// method set of both SDKs' ObjectStore, so one text serves both. Edit the
+// example's copy and copy it over: TestCompatPluginHoldsTheSameStore fails
+// while the two differ.
+
 import (
 	"crypto/rand"
 	"encoding/hex"

@@ -161,7 +161,9 @@ func TestReaderNeverSeesPartialObject(t *testing.T) {
 		if keys, err := s.ListObjects(ctx, bucket, ""); err != nil || strings.Contains(strings.Join(keys, ","), tempPrefix) {
 			t.Errorf("ListObjects mid-upload = %q, %v; want no temporary files", keys, err)
 		}
-		pw.Write([]byte("second half"))
+		if _, err := pw.Write([]byte("second half")); err != nil {
+			t.Fatal(err)
+		}
 		pw.Close()
 		if err := <-done; err != nil {
 			t.Fatalf("PutObject(%q): %v", key, err)

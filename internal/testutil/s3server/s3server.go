@@ -142,7 +142,8 @@ func (s *Server) run(bin string) error {
 			return
 		}
 		started <- nil
-		cmd.Wait()
+		// Its end is what matters, not its status: it is only ever killed.
+		_ = cmd.Wait()
 		close(s.exited)
 	}()
 	if err := <-started; err != nil {
@@ -168,7 +169,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("versitygw did not answer on %s within %s: %v; log: %s", s.Endpoint, timeout, err, s.logTail())
+			return fmt.Errorf("versitygw did not answer on %s within %s: %w; log: %s", s.Endpoint, timeout, err, s.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -186,7 +187,8 @@ func (s *Server) Close() {
 func (s *Server) kill() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		// SIGKILL: the data is thrown away, so there is nothing to flush.
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		// An error means the group is gone already, which is the aim.
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.exited
 	}
 }

@@ -64,7 +64,7 @@ func TestServerDiesWithTestProcess(t *testing.T) {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer child.Process.Kill()
+	defer func() { _ = child.Process.Kill() }()
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		t.Fatalf("helper said %q: %v", line, err)
@@ -76,8 +76,10 @@ func TestServerDiesWithTestProcess(t *testing.T) {
 	if !answers(endpoint) {
 		t.Fatalf("server at %s does not answer while its test process lives", endpoint)
 	}
-	child.Process.Kill()
-	child.Wait()
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait() // killed: its status is the signal
 	deadline := time.Now().Add(10 * time.Second)
 	for answers(endpoint) {
 		if time.Now().After(deadline) {

@@ -74,7 +74,7 @@ type batcher[T any] struct {
 func (b *batcher[T]) gather(in <-chan T, done <-chan struct{}) []T {
 	clear(b.batch)
 	b.batch = b.batch[:0]
-	n := 0
+	var n int
 	if b.hasNext {
 		var zero T
 		b.batch, n = append(b.batch, b.next), b.size(b.next)

@@ -60,7 +60,7 @@ func stackPCs(err error) []uintptr {
 }
 
 func unwrapOne(err error) error {
-	switch e := err.(type) {
+	switch e := err.(type) { //nolint:errorlint // one level at a time: stackPCs walks the chain itself
 	case interface{ Unwrap() error }:
 		return e.Unwrap()
 	case interface{ Unwrap() []error }:
@@ -72,7 +72,7 @@ func unwrapOne(err error) error {
 }
 
 func ownPCs(err error) []uintptr {
-	if s, ok := err.(*stackError); ok {
+	if s, ok := err.(*stackError); ok { //nolint:errorlint // this level only: stackPCs walks the chain itself
 		return s.pcs
 	}
 	// pkg/errors: StackTrace() errors.StackTrace, a slice of Frame, each a

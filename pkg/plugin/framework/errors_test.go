@@ -38,7 +38,7 @@ func (failingDIA) Execute(in *api.DeleteItemActionExecuteInput) error {
 		panic("boom")
 	case "nil-map":
 		var m map[string]int
-		m["x"]++
+		m["x"]++ //nolint:staticcheck // SA5000: the panic is the point
 	case "nil-pointer":
 		var in *api.DeleteItemActionExecuteInput
 		_ = in.Item
