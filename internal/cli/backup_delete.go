@@ -167,7 +167,6 @@ func requestDeletion(ctx context.Context, c client.Client, b *v1.Backup, skipFai
 	return req, nil
 }
 
-
 // forceDelete removes the Backup object only: the finalizer that would run
 // the deletion first, then the object. It says what stays behind.
 func forceDelete(ctx context.Context, c client.Client, out io.Writer, b *v1.Backup) error {
