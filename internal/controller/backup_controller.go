@@ -89,7 +89,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	switch b.Status.Phase {
 	case "", v1.BackupPhaseNew, v1.BackupPhaseInProgress:
-		if err := r.APIReader.Get(ctx, req.NamespacedName, &b); err != nil {
+		if err := r.reader().Get(ctx, req.NamespacedName, &b); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -179,14 +179,14 @@ func (r *BackupReconciler) objectDeleted(ctx context.Context, b *v1.Backup) (ctr
 // collector removes it after its owner. Empty means b itself was deleted.
 func (r *BackupReconciler) bulkDeletionCause(ctx context.Context, b *v1.Backup) (string, error) {
 	var ns corev1.Namespace
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: b.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.reader().Get(ctx, client.ObjectKey{Name: b.Namespace}, &ns); err != nil && !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("reading namespace %s: %w", b.Namespace, err)
 	} else if err != nil || ns.DeletionTimestamp != nil {
 		return "the deletion of namespace " + b.Namespace, nil
 	}
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: "backups." + v1.SchemeGroupVersion.Group}, crd); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.reader().Get(ctx, client.ObjectKey{Name: "backups." + v1.SchemeGroupVersion.Group}, crd); err != nil && !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("reading the Backup CRD: %w", err)
 	} else if err != nil || crd.DeletionTimestamp != nil {
 		return "the removal of the Backup CRD", nil
@@ -194,7 +194,7 @@ func (r *BackupReconciler) bulkDeletionCause(ctx context.Context, b *v1.Backup) 
 	for _, ref := range b.OwnerReferences {
 		owner := &metav1.PartialObjectMetadata{}
 		owner.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ref.Name}, owner)
+		err := r.reader().Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: ref.Name}, owner)
 		what := fmt.Sprintf("garbage collection after its owner %s %s", ref.Kind, ref.Name)
 		switch {
 		case apierrors.IsNotFound(err), err == nil && (owner.UID != ref.UID || owner.DeletionTimestamp != nil):
@@ -215,7 +215,7 @@ func (r *BackupReconciler) bulkDeletionCause(ctx context.Context, b *v1.Backup) 
 func (r *BackupReconciler) requestDeletion(ctx context.Context, b *v1.Backup) (ctrl.Result, error) {
 	if !b.Status.Phase.IsTerminal() {
 		// The cache can lag behind the end of a run that just finished here.
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+		if err := r.reader().Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -251,7 +251,9 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	if msgs := backup.Validate(&b.Spec); len(msgs) > 0 {
 		return r.failValidation(ctx, b, msgs)
 	}
-	bsl, err := r.Locations.Find(ctx, b.Spec.StorageLocation)
+	fctx, cancel := context.WithTimeout(ctx, readTimeout)
+	bsl, err := r.Locations.Find(fctx, b.Spec.StorageLocation)
+	cancel()
 	var nf *locations.NotFoundError
 	if errors.As(err, &nf) {
 		return r.failValidation(ctx, b, []string{"spec.storageLocation: " + nf.Error()})
@@ -262,7 +264,7 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	if bsl.Spec.AccessMode == v1.BackupStorageLocationAccessModeReadOnly {
 		return r.failValidation(ctx, b, []string{fmt.Sprintf("spec.storageLocation: BackupStorageLocation %q is ReadOnly; choose a ReadWrite location or change its spec.accessMode", bsl.Name)})
 	}
-	snapshotLocations, msgs := backup.ValidateVolumes(ctx, r.APIReader, b)
+	snapshotLocations, msgs := backup.ValidateVolumes(ctx, r.reader(), b)
 	if len(msgs) > 0 {
 		return r.failValidation(ctx, b, msgs)
 	}
@@ -304,10 +306,12 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	}
 
 	var outcome backup.Outcome
-	store, err := r.Locations.Open(ctx, bsl)
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	store, err := r.Locations.Open(octx, bsl)
 	if err == nil {
-		err = store.IsValid(ctx)
+		err = store.IsValid(octx)
 	}
+	cancel()
 	if err != nil {
 		outcome = backup.Outcome{Phase: v1.BackupPhaseFailed, FailureReason: fmt.Sprintf("storage location %q is not usable: %v", bsl.Name, err),
 			Completion: time.Now(), StoredNothing: true}
@@ -361,3 +365,6 @@ func (r *BackupReconciler) patchStatus(ctx context.Context, b *v1.Backup, change
 	}
 	return nil
 }
+
+// reader reads around the cache, each call bounded by readTimeout.
+func (r *BackupReconciler) reader() client.Reader { return timedReader{r.APIReader} }
