@@ -41,25 +41,6 @@ func (r *DeleteBackupRequestReconciler) followers(ctx context.Context, obj clien
 	return out
 }
 
-// skipConsent says whether dbr may go past items whose DeleteItemAction
-// fails: its own spec says so, or a request waiting for it does (an
-// operator's `backup delete --skip-failed-actions` while garbage
-// collection's request keeps failing).
-func (r *DeleteBackupRequestReconciler) skipConsent(ctx context.Context, dbr *v1.DeleteBackupRequest) (bool, error) {
-	if dbr.Spec.SkipFailedActions || dbr.Status.SkipFailedActions {
-		return true, nil
-	}
-	var list v1.DeleteBackupRequestList
-	if err := r.call(ctx, func(ctx context.Context) error {
-		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
-	}); err != nil {
-		return false, fmt.Errorf("listing deletion requests: %w", err)
-	}
-	return slices.ContainsFunc(list.Items, func(o v1.DeleteBackupRequest) bool {
-		return o.Status.HandledBy == dbr.Name && o.Spec.SkipFailedActions && !requestFinished(o.Status.Phase)
-	}), nil
-}
-
 // claim takes dbr's backup in this process and returns "", or returns the
 // request that holds it. Requests whose listings could not yet see each
 // other (made a moment apart, started at once by the two workers) are

@@ -136,7 +136,7 @@ func (r *DeleteBackupRequestReconciler) Reconcile(ctx context.Context, req ctrl.
 	case "", v1.DeleteBackupRequestPhaseNew:
 		return r.start(ctx, &dbr)
 	case v1.DeleteBackupRequestPhaseInProgress:
-		return r.attempt(ctx, &dbr)
+		return r.attempt(ctx, &dbr, nil)
 	}
 	return r.expire(ctx, &dbr)
 }
@@ -223,7 +223,9 @@ func (r *DeleteBackupRequestReconciler) start(ctx context.Context, dbr *v1.Delet
 	} else {
 		log.Info("backup deletion started")
 	}
-	return r.attempt(ctx, dbr)
+	// What start read still holds: only the request changed, and f points
+	// at it.
+	return r.attempt(ctx, dbr, &f)
 }
 
 // wait records why a request waits and looks again later. Waiting does not
@@ -241,13 +243,19 @@ func (r *DeleteBackupRequestReconciler) wait(ctx context.Context, dbr *v1.Delete
 
 // attempt runs one attempt of an InProgress request, resuming from its
 // checkpoint, and decides what comes next: the end, or another attempt.
-func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
+// read is what the caller has just read for dbr; nil reads it afresh.
+func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.DeleteBackupRequest, read *deletion.Facts) (ctrl.Result, error) {
 	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName)
-	consent, err := r.skipConsent(ctx, dbr)
-	if err != nil {
-		return ctrl.Result{}, err
+	var f deletion.Facts
+	if read != nil {
+		f = *read
+	} else {
+		var err error
+		if f, err = r.facts(ctx, dbr); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	if consent && !dbr.Status.SkipFailedActions {
+	if deletion.SkipConsent(dbr, f.Requests) && !dbr.Status.SkipFailedActions {
 		// New consent does not wait out the backoff of attempts made
 		// without it; it is recorded first, so it starts one attempt only.
 		log.Info("going past items whose DeleteItemAction fails, as asked (skipFailedActions)")
@@ -258,10 +266,7 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 			return ctrl.Result{}, err
 		}
 	}
-	f, err := r.facts(ctx, dbr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	// f.Request is dbr, so the decision sees the consent just recorded.
 	d := deletion.Decide(f)
 	switch d.Verdict {
 	case deletion.Later:

@@ -257,3 +257,17 @@ func AfterFailure(err error, attempt, maxAttempts int, base time.Duration) Retry
 	}
 	return Retry{Reason: "AttemptFailed", After: min(d, maxRetryDelay)}
 }
+
+// SkipConsent says whether dbr may go past items whose DeleteItemAction
+// fails: its own spec says so, or a request waiting for it does (an
+// operator's `backup delete --skip-failed-actions` while garbage
+// collection's request keeps failing).
+func SkipConsent(dbr *v1.DeleteBackupRequest, requests []v1.DeleteBackupRequest) bool {
+	if dbr.Spec.SkipFailedActions || dbr.Status.SkipFailedActions {
+		return true
+	}
+	return slices.ContainsFunc(requests, func(o v1.DeleteBackupRequest) bool {
+		return o.Status.HandledBy == dbr.Name && o.Spec.SkipFailedActions &&
+			o.Status.Phase != v1.DeleteBackupRequestPhaseProcessed && o.Status.Phase != v1.DeleteBackupRequestPhaseFailed
+	})
+}

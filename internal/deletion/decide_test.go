@@ -278,3 +278,30 @@ func TestAfterFailureBacksOffUpToAnHourThenEnds(t *testing.T) {
 		t.Errorf("another backup's data: %+v, want the end at once", r)
 	}
 }
+
+func TestSkipConsent(t *testing.T) {
+	own := facts().Request
+	own.Spec.SkipFailedActions = true
+	if !SkipConsent(own, nil) {
+		t.Error("a request's own consent is not taken")
+	}
+	leader := facts().Request
+	follower := request("del-2", t0, v1.DeleteBackupRequestPhaseNew)
+	follower.Status.HandledBy = leader.Name
+	if SkipConsent(leader, []v1.DeleteBackupRequest{follower}) {
+		t.Error("consent taken from a follower that gives none")
+	}
+	follower.Spec.SkipFailedActions = true
+	if !SkipConsent(leader, []v1.DeleteBackupRequest{follower}) {
+		t.Error("a waiting follower's consent is not lent to its leader")
+	}
+	follower.Status.Phase = v1.DeleteBackupRequestPhaseFailed
+	if SkipConsent(leader, []v1.DeleteBackupRequest{follower}) {
+		t.Error("a finished follower's consent still counts")
+	}
+	other := request("del-3", t0, v1.DeleteBackupRequestPhaseNew)
+	other.Spec.SkipFailedActions = true
+	if SkipConsent(leader, []v1.DeleteBackupRequest{other}) {
+		t.Error("consent taken from a request that follows nobody")
+	}
+}
