@@ -17,16 +17,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/itemops"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
@@ -46,7 +43,7 @@ type Engine struct {
 	// Log receives one line per backup (start, end) and per failure.
 	Log *slog.Logger
 	// Client reads what volume decisions need (the resource policy,
-	// claims, pods).
+	// claims, pods), around any cache.
 	Client crclient.Client
 	// WorkDir holds the run logs; "" is the system temp dir.
 	WorkDir string
@@ -66,37 +63,18 @@ type SnapshotLocations interface {
 	SnapshotLocation(ctx context.Context, name string) (provider string, config map[string]string, err error)
 }
 
-// NewEngine builds an engine over the cluster cfg points at.
-func NewEngine(cfg *rest.Config, listWorkers int, log *slog.Logger) (*Engine, error) {
-	cfg = rest.CopyConfig(cfg)
-	// Listing deprecated APIs (v1 Endpoints, say) is what a backup must
-	// do; the server's deprecation warnings would only be noise in its log.
-	cfg.WarningHandler = rest.NoWarnings{}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating kubernetes client: %w", err)
-	}
+// NewEngine builds an engine over the cluster acc reaches.
+func NewEngine(acc *cluster.Access, listWorkers int, log *slog.Logger) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building the client scheme: %w", err)
-	}
-	if err := v1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building the client scheme: %w", err)
-	}
-	c, err := crclient.New(cfg, crclient.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("creating kubernetes client: %w", err)
-	}
 	return &Engine{
-		discovery:   cs.Discovery(),
-		lister:      pageLister{client: cs.CoreV1().RESTClient()},
+		discovery:   acc.Discovery,
+		lister:      pageLister{client: acc.Typed.CoreV1().RESTClient()},
 		ListWorkers: listWorkers,
 		Log:         log,
-		Client:      c,
-	}, nil
+		Client:      acc.Client,
+	}
 }
 
 // ProgressFunc receives the running counts of a backup, at most once a second.

@@ -89,10 +89,7 @@ func newFixture(t *testing.T, configMaps int) *fixture {
 		t.Fatal(err)
 	}
 	faulty := &faultyStore{ObjectStore: fs}
-	e, err := NewEngine(cfg, 4, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := NewEngine(newAccess(t), 4, nil)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 	ns := fmt.Sprintf("engine-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1))

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
 )
 
@@ -25,4 +26,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 	}
 	os.Exit(code)
+}
+
+// newAccess builds the clients an engine takes, as the server does.
+func newAccess(t testing.TB) *cluster.Access {
+	t.Helper()
+	acc, err := cluster.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 )
 
 type backupDeleteOptions struct {
@@ -188,32 +188,13 @@ func forceDelete(ctx context.Context, c client.Client, out io.Writer, b *v1.Back
 	if n := b.Status.VolumeSnapshotsCompleted; n > 0 {
 		fmt.Fprintf(out, "  - %s (in its volume snapshot locations %s)\n", counted(int64(n), "native volume snapshot"), listOr(b.Spec.VolumeSnapshotLocations, none))
 	}
-	if restores, err := restoresOf(ctx, c, b); err != nil {
+	if restores, err := cluster.RestoresOf(ctx, c, b.Namespace, b.Name); err != nil {
 		fmt.Fprintf(out, "  - its restores, if any (%v)\n", err)
 	} else if len(restores) > 0 {
 		fmt.Fprintf(out, "  - its restores %s (the objects, and their files under restores/<name>/)\n", strings.Join(restores, ", "))
 	}
 	fmt.Fprintln(out, "  - whatever its plugins created outside the backup (no DeleteItemAction ran)")
 	return nil
-}
-
-// restoresOf names the Restores made from b, as the deletion would find
-// them (spec.backupName), so that --force can say which it leaves behind.
-func restoresOf(ctx context.Context, c client.Client, b *v1.Backup) ([]string, error) {
-	callCtx, cancel := callCtx(ctx)
-	defer cancel()
-	var list v1.RestoreList
-	if err := c.List(callCtx, &list, client.InNamespace(b.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing the restores of backup %q: %w", b.Name, err)
-	}
-	var out []string
-	for _, r := range list.Items {
-		if r.Spec.BackupName == b.Name {
-			out = append(out, r.Name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // waitForDeletion polls a request until it ends and prints how.

@@ -24,6 +24,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/backup"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 )
 
@@ -251,7 +252,7 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	if msgs := backup.Validate(&b.Spec); len(msgs) > 0 {
 		return r.failValidation(ctx, b, msgs)
 	}
-	fctx, cancel := context.WithTimeout(ctx, readTimeout)
+	fctx, cancel := context.WithTimeout(ctx, cluster.CallTimeout)
 	bsl, err := r.Locations.Find(fctx, b.Spec.StorageLocation)
 	cancel()
 	var nf *locations.NotFoundError
@@ -366,5 +367,5 @@ func (r *BackupReconciler) patchStatus(ctx context.Context, b *v1.Backup, change
 	return nil
 }
 
-// reader reads around the cache, each call bounded by readTimeout.
-func (r *BackupReconciler) reader() client.Reader { return timedReader{r.APIReader} }
+// reader reads around the cache, each call bounded by cluster.CallTimeout.
+func (r *BackupReconciler) reader() client.Reader { return cluster.TimedReader{Reader: r.APIReader} }

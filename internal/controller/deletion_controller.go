@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/metrics"
@@ -50,7 +51,6 @@ const (
 	// a follower) is not stuck behind one long deletion. Each deletion runs
 	// its own pool of DeleteItemAction workers.
 	deletionConcurrency  = 2
-	deletionCallTimeout  = 30 * time.Second
 	deletionStoreTimeout = time.Minute
 )
 
@@ -150,7 +150,7 @@ func (r *DeleteBackupRequestReconciler) expire(ctx context.Context, dbr *v1.Dele
 	if wait := ended.Add(r.requestTTL()).Sub(r.now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, dbr) })
+	err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, dbr) })
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("deleting expired deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
 	}
@@ -383,11 +383,5 @@ func (r *DeleteBackupRequestReconciler) now() time.Time {
 }
 
 func (r *DeleteBackupRequestReconciler) get(ctx context.Context, reader client.Reader, key client.ObjectKey, obj client.Object) error {
-	return r.call(ctx, func(ctx context.Context) error { return reader.Get(ctx, key, obj) })
-}
-
-func (r *DeleteBackupRequestReconciler) call(ctx context.Context, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, deletionCallTimeout)
-	defer cancel()
-	return fn(ctx)
+	return cluster.Call(ctx, func(ctx context.Context) error { return reader.Get(ctx, key, obj) })
 }

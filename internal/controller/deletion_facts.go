@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
 )
 
@@ -39,14 +40,14 @@ func (r *DeleteBackupRequestReconciler) facts(ctx context.Context, dbr *v1.Delet
 		}
 	}
 	var restores v1.RestoreList
-	if err := r.call(ctx, func(ctx context.Context) error {
+	if err := cluster.Call(ctx, func(ctx context.Context) error {
 		return r.APIReader.List(ctx, &restores, client.InNamespace(dbr.Namespace))
 	}); err != nil {
 		return f, fmt.Errorf("listing restores: %w", err)
 	}
 	f.Restores = restores.Items
 	var requests v1.DeleteBackupRequestList
-	if err := r.call(ctx, func(ctx context.Context) error {
+	if err := cluster.Call(ctx, func(ctx context.Context) error {
 		return r.APIReader.List(ctx, &requests, client.InNamespace(dbr.Namespace))
 	}); err != nil {
 		return f, fmt.Errorf("listing deletion requests: %w", err)
@@ -84,7 +85,7 @@ func (r *DeleteBackupRequestReconciler) label(ctx context.Context, dbr *v1.Delet
 	orig := dbr.DeepCopy()
 	metav1.SetMetaDataLabel(&dbr.ObjectMeta, v1.BackupNameLabel, name)
 	metav1.SetMetaDataLabel(&dbr.ObjectMeta, v1.BackupUIDLabel, string(b.UID))
-	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Patch(ctx, dbr, client.MergeFrom(orig)) })
+	err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Patch(ctx, dbr, client.MergeFrom(orig)) })
 	if err != nil {
 		return fmt.Errorf("labelling deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
 	"github.com/lifeboat-io/lifeboat/internal/metrics"
 )
@@ -146,7 +147,7 @@ func (r *DeleteBackupRequestReconciler) setBackupPhase(ctx context.Context, b *v
 // since they carry dbr's outcome for whoever made them.
 func (r *DeleteBackupRequestReconciler) deleteOldRequests(ctx context.Context, dbr *v1.DeleteBackupRequest) {
 	var list v1.DeleteBackupRequestList
-	if err := r.call(ctx, func(ctx context.Context) error {
+	if err := cluster.Call(ctx, func(ctx context.Context) error {
 		return r.APIReader.List(ctx, &list, client.InNamespace(dbr.Namespace))
 	}); err != nil {
 		r.Log.Warn("listing old deletion requests", "backup", dbr.Spec.BackupName, "error", err)
@@ -161,7 +162,7 @@ func (r *DeleteBackupRequestReconciler) deleteOldRequests(ctx context.Context, d
 		if ouid := o.Labels[v1.BackupUIDLabel]; ouid != "" && uid != "" && ouid != uid {
 			continue
 		}
-		err := r.call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, o) })
+		err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, o) })
 		if err != nil && !apierrors.IsNotFound(err) {
 			r.Log.Warn("deleting an old deletion request", "request", o.Name, "error", err)
 		}

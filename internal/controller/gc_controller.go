@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 )
 
@@ -48,8 +49,6 @@ const (
 	// the monotonic clock, which stands still while a machine sleeps; a wall
 	// clock instant must be checked again now and then.
 	maxExpiryWait = 12 * time.Hour
-
-	gcCallTimeout = 30 * time.Second
 )
 
 // GCReconciler asks for the deletion of expired backups. Each Backup is
@@ -97,7 +96,7 @@ func (r *GCReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // can depend on which one is the default, and the set is small.
 func (r *GCReconciler) blockedBackups(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list v1.BackupList
-	err := r.call(ctx, func(ctx context.Context) error {
+	err := cluster.Call(ctx, func(ctx context.Context) error {
 		return r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.HasLabels{v1.GCFailureLabel})
 	})
 	if err != nil {
@@ -114,7 +113,7 @@ func (r *GCReconciler) blockedBackups(ctx context.Context, obj client.Object) []
 // Reconcile implements reconcile.Reconciler.
 func (r *GCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var b v1.Backup
-	if err := r.call(ctx, func(ctx context.Context) error { return r.Client.Get(ctx, req.NamespacedName, &b) }); err != nil {
+	if err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Get(ctx, req.NamespacedName, &b) }); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// A deleted Backup is the backup controller's (the finalizer), and one
@@ -164,7 +163,7 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 // now ("" when it does), with a message for the log.
 func (r *GCReconciler) locationBlocks(ctx context.Context, b *v1.Backup) (reason, detail string) {
 	var bsl *v1.BackupStorageLocation
-	err := r.call(ctx, func(ctx context.Context) (err error) {
+	err := cluster.Call(ctx, func(ctx context.Context) (err error) {
 		bsl, err = r.Locations.Find(ctx, b.Spec.StorageLocation)
 		return err
 	})
@@ -195,17 +194,11 @@ func (r *GCReconciler) setFailureLabel(ctx context.Context, b *v1.Backup, reason
 		}
 		b.Labels[v1.GCFailureLabel] = reason
 	}
-	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Patch(ctx, b, client.MergeFrom(orig)) })
+	err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Patch(ctx, b, client.MergeFrom(orig)) })
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("labelling backup %s/%s %s=%q: %w", b.Namespace, b.Name, v1.GCFailureLabel, reason, err)
 	}
 	return nil
-}
-
-func (r *GCReconciler) call(ctx context.Context, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, gcCallTimeout)
-	defer cancel()
-	return fn(ctx)
 }
 
 func (r *GCReconciler) now() time.Time {
@@ -237,7 +230,7 @@ func sameTime(a, b *metav1.Time) bool {
 // Velero's CLI counts too, and one for an earlier backup of the same name
 // does not.
 func ensureBackupDeletionRequested(ctx context.Context, c client.Client, reader client.Reader, b *v1.Backup) (name string, created bool, err error) {
-	lctx, cancel := context.WithTimeout(ctx, gcCallTimeout)
+	lctx, cancel := context.WithTimeout(ctx, cluster.CallTimeout)
 	defer cancel()
 	var list v1.DeleteBackupRequestList
 	if err := reader.List(lctx, &list, client.InNamespace(b.Namespace), client.MatchingLabels(v1.NewDeleteBackupRequest(b).Labels)); err != nil {
@@ -250,7 +243,7 @@ func ensureBackupDeletionRequested(ctx context.Context, c client.Client, reader 
 		}
 	}
 	dbr := v1.NewDeleteBackupRequest(b)
-	cctx, cancel2 := context.WithTimeout(ctx, gcCallTimeout)
+	cctx, cancel2 := context.WithTimeout(ctx, cluster.CallTimeout)
 	defer cancel2()
 	if err := c.Create(cctx, dbr); err != nil {
 		return "", false, fmt.Errorf("creating a deletion request for backup %s/%s: %w", b.Namespace, b.Name, err)

@@ -21,14 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 )
 
 const (
-	// restoreCallTimeout bounds one API call, so a hung API server fails
-	// the reconcile (and retries it) instead of blocking the only worker.
-	restoreCallTimeout = 30 * time.Second
 	// restoreStoreCheckTimeout bounds opening and checking the object
 	// store, which may mean a credentials read and a LIST on a slow store.
 	restoreStoreCheckTimeout = time.Minute
@@ -103,7 +101,7 @@ func (r *RestoreReconciler) runRestore(ctx context.Context, rs *v1.Restore) erro
 	if len(msgs) > 0 {
 		return r.failValidation(ctx, rs, msgs)
 	}
-	findCtx, cancel := context.WithTimeout(ctx, restoreCallTimeout)
+	findCtx, cancel := context.WithTimeout(ctx, cluster.CallTimeout)
 	bsl, err := r.Locations.Find(findCtx, b.Spec.StorageLocation)
 	cancel()
 	var nf *locations.NotFoundError
@@ -184,7 +182,7 @@ func (r *RestoreReconciler) validate(ctx context.Context, rs *v1.Restore) (*v1.B
 // started last, as Velero does; nil when there is none.
 func (r *RestoreReconciler) newestScheduledBackup(ctx context.Context, namespace, schedule string) (*v1.Backup, error) {
 	var list v1.BackupList
-	callCtx, cancel := context.WithTimeout(ctx, restoreCallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, cluster.CallTimeout)
 	defer cancel()
 	err := r.APIReader.List(callCtx, &list, client.InNamespace(namespace),
 		client.MatchingLabels{v1.ScheduleNameLabel: v1.LabelValue(schedule)})
@@ -336,7 +334,7 @@ func (r *RestoreReconciler) patchStatus(ctx context.Context, rs *v1.Restore, cha
 }
 
 func (r *RestoreReconciler) get(ctx context.Context, reader client.Reader, key client.ObjectKey, obj client.Object) error {
-	callCtx, cancel := context.WithTimeout(ctx, restoreCallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, cluster.CallTimeout)
 	defer cancel()
 	return reader.Get(callCtx, key, obj)
 }

@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/backup"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/schedules"
 )
 
@@ -36,7 +37,6 @@ const (
 	// 253 characters an object name may have.
 	maxScheduleNameLen = 253 - 1 - len(backupTimestampFormat)
 
-	scheduleCallTimeout = 30 * time.Second
 	// waitForPreviousRun is how often a due schedule looks again while its
 	// previous backup is still running. Polling this one schedule is simpler
 	// than mapping backups back to schedules, whose label value is hashed
@@ -65,7 +65,7 @@ func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile implements reconcile.Reconciler.
 func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s v1.Schedule
-	if err := r.call(ctx, func(ctx context.Context) error { return r.Client.Get(ctx, req.NamespacedName, &s) }); err != nil {
+	if err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Get(ctx, req.NamespacedName, &s) }); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if s.DeletionTimestamp != nil {
@@ -134,7 +134,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // after the create) finds its backup already there and counts it as done.
 func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1.Schedule, at time.Time) error {
 	b := scheduledBackup(s, at)
-	err := r.call(ctx, func(ctx context.Context) error { return r.Client.Create(ctx, b) })
+	err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Create(ctx, b) })
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
@@ -150,7 +150,7 @@ func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1.Schedule, a
 // backups slower than the schedule would otherwise pile up.
 func (r *ScheduleReconciler) runningBackup(ctx context.Context, s *v1.Schedule) (string, error) {
 	var list v1.BackupList
-	err := r.call(ctx, func(ctx context.Context) error {
+	err := cluster.Call(ctx, func(ctx context.Context) error {
 		return r.Client.List(ctx, &list, client.InNamespace(s.Namespace),
 			client.MatchingLabels{v1.ScheduleNameLabel: v1.LabelValue(s.Name)})
 	})
@@ -179,12 +179,6 @@ func (r *ScheduleReconciler) patchStatus(ctx context.Context, orig, s *v1.Schedu
 		return fmt.Errorf("updating status of schedule %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return nil
-}
-
-func (r *ScheduleReconciler) call(ctx context.Context, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, scheduleCallTimeout)
-	defer cancel()
-	return fn(ctx)
 }
 
 func (r *ScheduleReconciler) now() time.Time {

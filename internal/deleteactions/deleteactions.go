@@ -56,13 +56,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 )
 
 // Registry names of the built-in DeleteItemActions.
@@ -70,10 +67,6 @@ const (
 	CSISnapshotCleanupName      = "lifeboat.io/csi-snapshot-cleanup"
 	LabelledResourceCleanupName = "lifeboat.io/labelled-resource-cleanup"
 )
-
-// callTimeout bounds each API call: the DeleteItemAction interface gives
-// the actions no context, and a hung call would hold a backup's deletion.
-const callTimeout = 30 * time.Second
 
 // minResetInterval spaces out rediscoveries after a kind was not found. A
 // backup full of snapshots from a cluster without the snapshot CRDs would
@@ -97,27 +90,9 @@ type Clients struct {
 	lastReset time.Time
 }
 
-// NewClients builds the clients from the server's config. Discovery calls
-// take no context; the config's timeout bounds them.
-func NewClients(cfg *rest.Config, namespace string, log *slog.Logger) (*Clients, error) {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = callTimeout
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating the dynamic client of the delete item actions: %w", err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating the discovery client of the delete item actions: %w", err)
-	}
-	return &Clients{
-		Dynamic:   dyn,
-		Mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
-		Namespace: namespace,
-		Log:       log,
-	}, nil
+// NewClients shares the server's clients with the actions.
+func NewClients(acc *cluster.Access, namespace string, log *slog.Logger) *Clients {
+	return &Clients{Dynamic: acc.Dynamic, Mapper: acc.Mapper, Namespace: namespace, Log: log}
 }
 
 // resolve finds the served version and the scope of gr. An error matching
@@ -170,7 +145,9 @@ func (c *Clients) resource(m *meta.RESTMapping, namespace string) dynamic.Resour
 
 // callCtx is the context of one API call.
 func callCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), callTimeout)
+	// The DeleteItemAction interface gives the actions no context, and a
+	// hung call would hold a backup's deletion.
+	return context.WithTimeout(context.Background(), cluster.CallTimeout)
 }
 
 // madeFor reports whether obj was made for backup b (and not restored from

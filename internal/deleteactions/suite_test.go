@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
@@ -90,11 +91,7 @@ func newNamespace(t *testing.T, prefix string) string {
 
 func newClients(t *testing.T, namespace string) *Clients {
 	t.Helper()
-	c, err := NewClients(cfg, namespace, slog.New(slog.NewTextHandler(testLogOutput, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return NewClients(newAccess(t), namespace, slog.New(slog.NewTextHandler(testLogOutput, nil)))
 }
 
 // create makes an object of gvr from its apiVersion, kind, metadata and the
@@ -163,4 +160,14 @@ func itemOf(obj map[string]any) runtime.Unstructured {
 
 func execute(a api.DeleteItemAction, item runtime.Unstructured, b *v1.Backup) error {
 	return a.Execute(&api.DeleteItemActionExecuteInput{Item: item, Backup: b})
+}
+
+// newAccess builds the clients an engine takes, as the server does.
+func newAccess(t testing.TB) *cluster.Access {
+	t.Helper()
+	acc, err := cluster.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc
 }

@@ -88,10 +88,7 @@ func TestRestoreItemActions(t *testing.T) {
 	sawOriginal := false
 	rs := &v1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: uniq("rs")},
 		Spec: v1.RestoreSpec{BackupName: b.Name, NamespaceMapping: map[string]string{src: dst}}}
-	e, err := NewEngine(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := NewEngine(newAccess(t), nil)
 	e.Plugins = fakePlugins{v1: map[string]api.RestoreItemAction{"example.io/tweak": tweak{&sawOriginal}}}
 	out := e.Run(c, rs, b, w.store, nil)
 	if out.Phase != v1.RestorePhasePartiallyFailed || out.Errors != 1 {

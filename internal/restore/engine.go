@@ -9,16 +9,15 @@ import (
 	"log/slog"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
 // Engine runs restores against one cluster.
 type Engine struct {
-	cfg *rest.Config
+	acc *cluster.Access
 	log *slog.Logger
 	// Limits bound what a backup's archive may unpack to (zero fields:
 	// archive's defaults); the server gives its backup engine the same.
@@ -39,12 +38,12 @@ type SnapshotLocations interface {
 	SnapshotLocation(ctx context.Context, name string) (provider string, config map[string]string, err error)
 }
 
-// NewEngine builds an engine over the cluster cfg points at.
-func NewEngine(cfg *rest.Config, log *slog.Logger) (*Engine, error) {
+// NewEngine builds an engine over the cluster acc reaches.
+func NewEngine(acc *cluster.Access, log *slog.Logger) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{cfg: rest.CopyConfig(cfg), log: log}, nil
+	return &Engine{acc: acc, log: log}
 }
 
 // ProgressFunc receives the running counts of a restore, at most once a second.

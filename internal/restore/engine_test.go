@@ -163,10 +163,7 @@ func (w *world) app(ns string) {
 // backupOf backs ns up with the real backup engine and returns the Backup.
 func (w *world) backupOf(ns string) *v1.Backup {
 	w.t.Helper()
-	e, err := backup.NewEngine(cfg, 4, nil)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	e := backup.NewEngine(newAccess(w.t), 4, nil)
 	now := metav1.Now()
 	b := &v1.Backup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: uniq("bk")},
@@ -188,10 +185,7 @@ func (w *world) restore(b *v1.Backup, spec v1.RestoreSpec) (*v1.Restore, Outcome
 	if msgs := Validate(&rs.Spec); len(msgs) > 0 {
 		w.t.Fatalf("invalid restore spec: %v", msgs)
 	}
-	e, err := NewEngine(cfg, nil)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	e := NewEngine(newAccess(w.t), nil)
 	return rs, e.Run(ctx(w.t), rs, b, w.store, nil)
 }
 

@@ -303,10 +303,7 @@ func TestAdditionalItemsCannotEscapeTheFilterOrThePath(t *testing.T) {
 	)
 	rs := &v1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: uniq("rs")},
 		Spec: v1.RestoreSpec{BackupName: b.Name, IncludedNamespaces: []string{shop}}}
-	e, err := NewEngine(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := NewEngine(newAccess(t), nil)
 	e.Plugins = fakePlugins{v1: map[string]api.RestoreItemAction{"example.io/asker": additionalAsker{}}}
 	out := e.Run(ctx(t), rs, b, w.store, nil)
 	w.refused(rs, out, planted)

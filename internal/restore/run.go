@@ -88,23 +88,12 @@ func (e *Engine) newRun(rs *v1.Restore, b *v1.Backup, store *storage.BackupStore
 	if err != nil {
 		return nil, err
 	}
-	cfg := e.cfg
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		lg.Discard()
-		return nil, fmt.Errorf("creating dynamic client: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		lg.Discard()
-		return nil, fmt.Errorf("creating kubernetes client: %w", err)
-	}
 	if progress == nil {
 		progress = func(v1.RestoreProgress) {}
 	}
 	return &run{
 		e: e, rs: rs, b: b, store: store, progress: progress, log: lg,
-		dyn: dyn, cs: cs, types: newClusterTypes(cs.Discovery()), tf: newTransformer(rs, b.Name),
+		dyn: e.acc.Dynamic, cs: e.acc.Typed, types: newClusterTypes(e.acc.Discovery), tf: newTransformer(rs, b.Name),
 		uids: map[string]types.UID{}, namespaces: map[string]bool{}, resourceList: map[string][]string{},
 	}, nil
 }

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/controller"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
@@ -19,27 +19,21 @@ import (
 
 // newDeletionReconciler builds the DeleteBackupRequest controller and its
 // engine.
-func newDeletionReconciler(mgr ctrl.Manager, cfg *rest.Config, opts Options, plugins *pluginhost.Host,
-	resolver *locations.Resolver, log *slog.Logger) (*controller.DeleteBackupRequestReconciler, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating discovery client: %w", err)
-	}
+func newDeletionReconciler(mgr ctrl.Manager, acc *cluster.Access, opts Options, plugins *pluginhost.Host,
+	resolver *locations.Resolver, log *slog.Logger) *controller.DeleteBackupRequestReconciler {
 	engine := &deletion.Engine{
-		Plugins: plugins,
-		Cluster: &controller.DeletionCluster{
-			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.Namespace, Locations: resolver,
-		},
-		Resolver: discoveryResolver(dc),
+		Plugins:  plugins,
+		Cluster:  &deletion.APICluster{Access: acc, Namespace: opts.Namespace, Locations: resolver},
+		Resolver: discoveryResolver(acc.Discovery),
 		Workers:  opts.DeleteItemActionWorkers,
 		Limits:   opts.ArchiveLimits,
 		Log:      log.With("component", "deletion"),
 	}
 	return &controller.DeleteBackupRequestReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver, Engine: engine,
+		Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Engine: engine,
 		MaxAttempts: opts.DeletionMaxAttempts, RetryBase: opts.DeletionRetryBase,
 		Log: log.With("controller", "deletebackuprequest"),
-	}, nil
+	}
 }
 
 // discoveryResolver resolves AppliesTo names against the resources the

@@ -14,8 +14,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +27,7 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/controller"
 	"github.com/lifeboat-io/lifeboat/internal/credentials"
 	"github.com/lifeboat-io/lifeboat/internal/deleteactions"
@@ -54,15 +53,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = opts.ClientQPS, opts.ClientBurst
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1.AddToScheme(scheme); err != nil {
+	// The one way every engine and reconciler reaches the cluster, apart
+	// from the manager's cache and its writes.
+	acc, err := cluster.New(cfg)
+	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
+		Scheme: acc.Scheme,
 		// Only the server's own namespace is watched, and only for the
 		// velero.io kinds the controllers own: caching cluster content
 		// would make memory grow with the cluster.
@@ -116,7 +114,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}
 	}()
 
-	plugins, err := startPlugins(ctx, cfg, opts, log.With("component", "plugins"))
+	plugins, err := startPlugins(ctx, acc, opts, log.With("component", "plugins"))
 	if err != nil {
 		return err
 	}
@@ -139,44 +137,38 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	resolver := &locations.Resolver{
 		Client:       mgr.GetClient(),
-		SecretReader: mgr.GetAPIReader(),
+		SecretReader: acc.Reader,
 		Namespace:    opts.Namespace,
 		DefaultName:  opts.DefaultBackupStorageLocation,
 		Plugins:      plugins,
 		Credentials:  creds,
 	}
 
-	engine, err := backup.NewEngine(cfg, opts.ListWorkers, log.With("component", "backup"))
-	if err != nil {
-		return err
-	}
+	engine := backup.NewEngine(acc, opts.ListWorkers, log.With("component", "backup"))
 	engine.Plugins = plugins
 	engine.WorkDir = work.Path()
 	engine.Limits = opts.ArchiveLimits
 	engine.SnapshotLocations = resolver
-	restoreEngine, err := restore.NewEngine(cfg, log.With("component", "restore"))
-	if err != nil {
-		return err
-	}
+	restoreEngine := restore.NewEngine(acc, log.With("component", "restore"))
 	restoreEngine.Plugins = plugins
 	restoreEngine.WorkDir = work.Path()
 	restoreEngine.Limits = opts.ArchiveLimits
 	restoreEngine.SnapshotLocations = resolver
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controller.BackupReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: engine, Locations: resolver,
+			Client: mgr.GetClient(), APIReader: acc.Reader, Engine: engine, Locations: resolver,
 			DefaultTTL: opts.DefaultBackupTTL, AddFinalizer: opts.BackupFinalizer, Log: log.With("controller", "backup"),
 		},
 		&controller.RestoreReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Engine: restoreEngine, Locations: resolver,
+			Client: mgr.GetClient(), APIReader: acc.Reader, Engine: restoreEngine, Locations: resolver,
 			Log: log.With("controller", "restore"),
 		},
 		&controller.BackupOperationsReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver, Plugins: plugins,
+			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Plugins: plugins,
 			Frequency: opts.ItemOperationSyncFrequency, Log: log.With("controller", "backupoperations"),
 		},
 		&controller.BackupSyncReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver,
+			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver,
 			DefaultPeriod: opts.BackupSyncPeriod, AddFinalizer: opts.BackupFinalizer, Log: log.With("controller", "backupsync"),
 		},
 		&controller.BackupStorageLocationReconciler{
@@ -185,7 +177,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		},
 		&controller.ScheduleReconciler{Client: mgr.GetClient(), Log: log.With("controller", "schedule")},
 		&controller.GCReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Locations: resolver,
+			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver,
 			Log: log.With("controller", "gc"),
 		},
 		&controller.ServerStatusReconciler{Client: mgr.GetClient(), Version: buildinfo.Version, Plugins: pluginInfos(plugins), TTL: time.Minute},
@@ -194,11 +186,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Log: log.With("controller", "downloadrequest"),
 		},
 	}
-	deletions, err := newDeletionReconciler(mgr, cfg, opts, plugins, resolver, log)
-	if err != nil {
-		return err
-	}
-	reconcilers = append(reconcilers, deletions)
+	reconcilers = append(reconcilers, newDeletionReconciler(mgr, acc, opts, plugins, resolver, log))
 	for _, rec := range reconcilers {
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up controllers: %w", err)
@@ -253,7 +241,7 @@ func leading(opts Options, log *slog.Logger) manager.RunnableFunc {
 // startPlugins finds the plugins of the plugin dir and lists them in the
 // log. A plugin that cannot be listed stops the server: running without it
 // could silently skip what it does.
-func startPlugins(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) (*pluginhost.Host, error) {
+func startPlugins(ctx context.Context, acc *cluster.Access, opts Options, log *slog.Logger) (*pluginhost.Host, error) {
 	h := pluginhost.New(pluginhost.Options{Dir: opts.PluginDir, Timeouts: opts.PluginTimeouts, LogLevel: opts.LogLevel, Log: log,
 		MaxMessageSize: int(opts.PluginMaxMessageSize), IdleTimeout: opts.PluginIdleTimeout})
 	for _, name := range builtinplugin.Names {
@@ -261,10 +249,7 @@ func startPlugins(ctx context.Context, cfg *rest.Config, opts Options, log *slog
 			return nil, err
 		}
 	}
-	cleanup, err := deleteactions.NewClients(cfg, opts.Namespace, log)
-	if err != nil {
-		return nil, err
-	}
+	cleanup := deleteactions.NewClients(acc, opts.Namespace, log)
 	if err := h.RegisterBuiltIn(api.KindDeleteItemAction, deleteactions.CSISnapshotCleanupName, func() (any, error) {
 		return deleteactions.NewCSISnapshotCleanup(cleanup), nil
 	}); err != nil {
