@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/deletion"
 )
 
 // followers names the waiting requests for the same backup as obj, and
@@ -93,4 +94,25 @@ func (r *DeleteBackupRequestReconciler) follow(ctx context.Context, dbr *v1.Dele
 		s.CompletionTimestamp = &now
 		setWaiting(dbr, "", "")
 	})
+}
+
+// joinLeader makes dbr a follower of the request d names: it waits for that
+// one and ends with its outcome.
+func (r *DeleteBackupRequestReconciler) joinLeader(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, d deletion.Decision) (ctrl.Result, error) {
+	if dbr.Status.HandledBy != "" {
+		return r.follow(ctx, dbr)
+	}
+	r.Log.Info("another deletion request for the backup runs first; this one waits for it",
+		"request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName, "handledBy", d.Leader)
+	if b != nil {
+		if err := r.label(ctx, dbr, b); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = v1.DeleteBackupRequestPhaseNew
+		s.HandledBy = d.Leader
+		setWaiting(dbr, d.Reason, d.Message)
+	})
+	return ctrl.Result{RequeueAfter: deletionWaitRecheck}, err
 }

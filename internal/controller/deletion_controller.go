@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,18 +9,14 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
-	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
-	"github.com/lifeboat-io/lifeboat/internal/metrics"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
@@ -141,22 +136,6 @@ func (r *DeleteBackupRequestReconciler) Reconcile(ctx context.Context, req ctrl.
 	return r.expire(ctx, &dbr)
 }
 
-// expire deletes a finished request once it is RequestTTL old.
-func (r *DeleteBackupRequestReconciler) expire(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
-	ended := dbr.CreationTimestamp.Time
-	if c := dbr.Status.CompletionTimestamp; c != nil {
-		ended = c.Time
-	}
-	if wait := ended.Add(r.requestTTL()).Sub(r.now()); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, dbr) })
-	if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("deleting expired deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
-	}
-	return ctrl.Result{}, nil
-}
-
 // start takes a New request: it joins a deletion already under way for the
 // same backup, or checks the request and begins the first attempt.
 func (r *DeleteBackupRequestReconciler) start(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
@@ -183,45 +162,11 @@ func (r *DeleteBackupRequestReconciler) start(ctx context.Context, dbr *v1.Delet
 	case deletion.Wait:
 		return r.wait(ctx, dbr, d)
 	case deletion.Follow:
-		if dbr.Status.HandledBy != "" {
-			return r.follow(ctx, dbr)
-		}
-		log.Info("another deletion request for the backup runs first; this one waits for it", "handledBy", d.Leader)
-		if f.Backup != nil {
-			if err := r.label(ctx, dbr, f.Backup); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-			s.Phase = v1.DeleteBackupRequestPhaseNew
-			s.HandledBy = d.Leader
-			setWaiting(dbr, d.Reason, d.Message)
-		})
-		return ctrl.Result{RequeueAfter: deletionWaitRecheck}, err
+		return r.joinLeader(ctx, dbr, f.Backup, d)
 	}
 
-	b := f.Backup
-	if err := r.label(ctx, dbr, b); err != nil {
+	if err := r.begin(ctx, dbr, f); err != nil {
 		return ctrl.Result{}, err
-	}
-	prev := predecessor(dbr, b, f.Requests)
-	now := metav1.NewTime(r.now())
-	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-		s.Phase = v1.DeleteBackupRequestPhaseInProgress
-		s.StartTimestamp = &now
-		s.Errors, s.ErrorDetails = nil, nil
-		if prev != nil {
-			applyDeletionState(s, deletionStateOf(prev))
-		}
-		setWaiting(dbr, "", "")
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-	if prev != nil {
-		log.Info("backup deletion started from the checkpoint of an earlier request", "earlierRequest", prev.Name,
-			"completedSteps", prev.Status.Checkpoint.CompletedSteps)
-	} else {
-		log.Info("backup deletion started")
 	}
 	// What start read still holds: only the request changed, and f points
 	// at it.
@@ -295,25 +240,7 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 	}
 
 	attempt := dbr.Status.Attempts + 1
-	schedule := b.Labels[v1.ScheduleNameLabel]
-	metrics.BackupDeletionAttempts.WithLabelValues(schedule).Inc()
-	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-		// Counted before it runs: an attempt that crashes the server is an
-		// attempt too, and a deletion that crashes it every time must end.
-		s.Attempts = attempt
-		s.NextAttemptTime = nil
-		if s.StartTimestamp == nil {
-			now := metav1.NewTime(r.now())
-			s.StartTimestamp = &now
-		}
-		if s.BackupPhaseBefore == "" && b.Status.Phase != v1.BackupPhaseDeleting {
-			s.BackupPhaseBefore = b.Status.Phase
-		}
-		setWaiting(dbr, "", "")
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.setBackupPhase(ctx, &b, v1.BackupPhaseDeleting, nil); err != nil {
+	if err := r.countAttempt(ctx, dbr, &b, attempt); err != nil {
 		return ctrl.Result{}, err
 	}
 	log.Info("backup deletion attempt", "attempt", attempt, "of", r.maxAttempts(), "location", bsl)
@@ -335,53 +262,10 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 	}
 
 	if ctx.Err() != nil {
-		// The server is stopping. The attempt is not held against the
-		// request: the next server resumes it from the checkpoint.
-		log.Info("backup deletion interrupted; it resumes from its checkpoint when the server starts again")
-		return ctrl.Result{}, r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
-			applyDeletionState(s, res.State)
-			s.Attempts = attempt - 1
-		})
+		return ctrl.Result{}, r.interrupted(ctx, dbr, res, attempt)
 	}
 	if res.Err == nil {
 		return ctrl.Result{}, r.succeeded(ctx, dbr, &b, res)
 	}
 	return r.failed(ctx, dbr, &b, res, attempt)
-}
-
-// openStore opens a location the decision found usable.
-func (r *DeleteBackupRequestReconciler) openStore(ctx context.Context, bsl *v1.BackupStorageLocation) (*storage.BackupStore, error) {
-	octx, cancel := context.WithTimeout(ctx, deletionStoreTimeout)
-	defer cancel()
-	store, err := r.Locations.Open(octx, bsl)
-	if err == nil {
-		err = store.IsValid(octx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("storage location %q is not usable: %w", bsl.Name, err)
-	}
-	return store, nil
-}
-
-func (r *DeleteBackupRequestReconciler) maxAttempts() int {
-	return cmp.Or(max(r.MaxAttempts, 0), DefaultDeletionMaxAttempts)
-}
-
-func (r *DeleteBackupRequestReconciler) retryBase() time.Duration {
-	return cmp.Or(max(r.RetryBase, 0), DefaultDeletionRetryBase)
-}
-
-func (r *DeleteBackupRequestReconciler) requestTTL() time.Duration {
-	return cmp.Or(max(r.RequestTTL, 0), DefaultRequestTTL)
-}
-
-func (r *DeleteBackupRequestReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
-func (r *DeleteBackupRequestReconciler) get(ctx context.Context, reader client.Reader, key client.ObjectKey, obj client.Object) error {
-	return cluster.Call(ctx, func(ctx context.Context) error { return reader.Get(ctx, key, obj) })
 }

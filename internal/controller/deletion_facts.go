@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +13,7 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
 // What a deletion request's decisions are made from, read around the
@@ -90,4 +93,41 @@ func (r *DeleteBackupRequestReconciler) label(ctx context.Context, dbr *v1.Delet
 		return fmt.Errorf("labelling deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
 	}
 	return nil
+}
+
+// openStore opens a location the decision found usable.
+func (r *DeleteBackupRequestReconciler) openStore(ctx context.Context, bsl *v1.BackupStorageLocation) (*storage.BackupStore, error) {
+	octx, cancel := context.WithTimeout(ctx, deletionStoreTimeout)
+	defer cancel()
+	store, err := r.Locations.Open(octx, bsl)
+	if err == nil {
+		err = store.IsValid(octx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage location %q is not usable: %w", bsl.Name, err)
+	}
+	return store, nil
+}
+
+func (r *DeleteBackupRequestReconciler) maxAttempts() int {
+	return cmp.Or(max(r.MaxAttempts, 0), DefaultDeletionMaxAttempts)
+}
+
+func (r *DeleteBackupRequestReconciler) retryBase() time.Duration {
+	return cmp.Or(max(r.RetryBase, 0), DefaultDeletionRetryBase)
+}
+
+func (r *DeleteBackupRequestReconciler) requestTTL() time.Duration {
+	return cmp.Or(max(r.RequestTTL, 0), DefaultRequestTTL)
+}
+
+func (r *DeleteBackupRequestReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *DeleteBackupRequestReconciler) get(ctx context.Context, reader client.Reader, key client.ObjectKey, obj client.Object) error {
+	return cluster.Call(ctx, func(ctx context.Context) error { return reader.Get(ctx, key, obj) })
 }

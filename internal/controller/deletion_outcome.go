@@ -19,8 +19,71 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/metrics"
 )
 
-// How an attempt ends: the request's final or next state, the Backup's
-// phase and condition, the metrics.
+// How a request starts and how each attempt is counted and ends: the
+// request's status, the Backup's phase and condition, the metrics.
+
+// begin moves a request that may start to InProgress, taking over the
+// checkpoint of an earlier request for the same backup that did not finish.
+func (r *DeleteBackupRequestReconciler) begin(ctx context.Context, dbr *v1.DeleteBackupRequest, f deletion.Facts) error {
+	if err := r.label(ctx, dbr, f.Backup); err != nil {
+		return err
+	}
+	prev := predecessor(dbr, f.Backup, f.Requests)
+	now := metav1.NewTime(r.now())
+	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Phase = v1.DeleteBackupRequestPhaseInProgress
+		s.StartTimestamp = &now
+		s.Errors, s.ErrorDetails = nil, nil
+		if prev != nil {
+			applyDeletionState(s, deletionStateOf(prev))
+		}
+		setWaiting(dbr, "", "")
+	}); err != nil {
+		return err
+	}
+	log := r.Log.With("request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName)
+	if prev != nil {
+		log.Info("backup deletion started from the checkpoint of an earlier request", "earlierRequest", prev.Name,
+			"completedSteps", prev.Status.Checkpoint.CompletedSteps)
+	} else {
+		log.Info("backup deletion started")
+	}
+	return nil
+}
+
+// countAttempt records attempt as begun and puts the backup in Deleting.
+// It is counted before it runs: an attempt that crashes the server is an
+// attempt too, and a deletion that crashes it every time must end.
+func (r *DeleteBackupRequestReconciler) countAttempt(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, attempt int32) error {
+	metrics.BackupDeletionAttempts.WithLabelValues(b.Labels[v1.ScheduleNameLabel]).Inc()
+	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		s.Attempts = attempt
+		s.NextAttemptTime = nil
+		if s.StartTimestamp == nil {
+			now := metav1.NewTime(r.now())
+			s.StartTimestamp = &now
+		}
+		if s.BackupPhaseBefore == "" && b.Status.Phase != v1.BackupPhaseDeleting {
+			s.BackupPhaseBefore = b.Status.Phase
+		}
+		setWaiting(dbr, "", "")
+	}); err != nil {
+		return err
+	}
+	return r.setBackupPhase(ctx, b, v1.BackupPhaseDeleting, nil)
+}
+
+// interrupted records an attempt cut short by the server stopping. It is
+// not held against the request: the next server resumes it from the
+// checkpoint.
+func (r *DeleteBackupRequestReconciler) interrupted(ctx context.Context, dbr *v1.DeleteBackupRequest, res deletion.Result, attempt int32) error {
+	r.Log.Info("backup deletion interrupted; it resumes from its checkpoint when the server starts again",
+		"request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName)
+	return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
+		applyDeletionState(s, res.State)
+		s.Attempts = attempt - 1
+	})
+}
 
 // succeeded ends a request whose backup is gone.
 func (r *DeleteBackupRequestReconciler) succeeded(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result) error {
@@ -184,4 +247,20 @@ func (r *DeleteBackupRequestReconciler) processedWithErrors(ctx context.Context,
 		s.CompletionTimestamp = &now
 		setWaiting(dbr, "", "")
 	})
+}
+
+// expire deletes a finished request once it is RequestTTL old.
+func (r *DeleteBackupRequestReconciler) expire(ctx context.Context, dbr *v1.DeleteBackupRequest) (ctrl.Result, error) {
+	ended := dbr.CreationTimestamp.Time
+	if c := dbr.Status.CompletionTimestamp; c != nil {
+		ended = c.Time
+	}
+	if wait := ended.Add(r.requestTTL()).Sub(r.now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Delete(ctx, dbr) })
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("deleting expired deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
+	}
+	return ctrl.Result{}, nil
 }
