@@ -32,7 +32,7 @@ if [[ ! -x "$dir/kube-apiserver" ]]; then
   minor=${KUBE_VERSION#v*.}; minor=${minor%%.*}
   major=${KUBE_VERSION#v}; major=${major%%.*}
   v=k8s.io/component-base/version
-  (cd "$root/hack/tools/kube-apiserver" && go build -trimpath \
+  (cd "$root/hack/tools/kubernetes" && go build -trimpath \
     -ldflags "-s -w -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=$major -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
     -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
   mv "$tmp/kube-apiserver" "$dir/kube-apiserver"
