@@ -25,6 +25,9 @@ type BackupStorageLocationReconciler struct {
 	// DefaultFrequency applies to locations without spec.validationFrequency.
 	DefaultFrequency time.Duration
 	Log              *slog.Logger
+	// Checks, when set, records each location checked (the server's
+	// readiness).
+	Checks *LocationChecks
 }
 
 // SetupWithManager registers the reconciler.
@@ -72,6 +75,7 @@ func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctr
 	if werr != nil {
 		return ctrl.Result{}, fmt.Errorf("updating status of storage location %s: %w", req, werr)
 	}
+	r.Checks.Record(req.NamespacedName)
 	if every <= 0 {
 		return ctrl.Result{}, nil
 	}

@@ -98,7 +98,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	checks := &controller.LocationChecks{}
+	ready := &readiness{cache: mgr.GetCache(), elected: mgr.Elected(), checks: checks}
+	if err := mgr.AddReadyzCheck("cache", ready.cacheSynced); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("locations", ready.locations); err != nil {
 		return err
 	}
 
@@ -172,7 +177,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			DefaultPeriod: opts.BackupSyncPeriod, AddFinalizer: opts.BackupFinalizer, Log: log.With("controller", "backupsync"),
 		},
 		&controller.BackupStorageLocationReconciler{
-			Client: mgr.GetClient(), Locations: resolver,
+			Client: mgr.GetClient(), Locations: resolver, Checks: checks,
 			DefaultFrequency: opts.StoreValidationFrequency, Log: log.With("controller", "backupstoragelocation"),
 		},
 		&controller.ScheduleReconciler{Client: mgr.GetClient(), Log: log.With("controller", "schedule")},
