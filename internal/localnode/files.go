@@ -133,7 +133,9 @@ serializeImagePulls: false
 
 // kubeProxyConfig: iptables mode. maxPerCore 0 leaves the conntrack sysctls
 // alone, which the sandbox may not change.
-func kubeProxyConfig(kubeconfig, nodeName string) string {
+// localhostNodePorts off: it would set route_localnet, and no test reaches
+// a NodePort through localhost.
+func kubeProxyConfig(kubeconfig, nodeName string, metricsPort, healthzPort int) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -141,9 +143,10 @@ clientConnection: {kubeconfig: %q}
 hostnameOverride: %q
 clusterCIDR: %q
 conntrack: {maxPerCore: 0}
-healthzBindAddress: ""
-metricsBindAddress: "127.0.0.1:0"
-`, kubeconfig, nodeName, podCIDR)
+iptables: {localhostNodePorts: false}
+healthzBindAddress: "127.0.0.1:%d"
+metricsBindAddress: "127.0.0.1:%d"
+`, kubeconfig, nodeName, podCIDR, healthzPort, metricsPort)
 }
 
 // quoteArgs renders a command line for a log.

@@ -353,7 +353,15 @@ func (n *Node) startKubelet() error {
 		"--hostname-override", n.Name, "--node-ip", n.IP); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(n.dirs.root, "kube-proxy.yaml"), kubeProxyConfig(c.proxyKubeconfig, n.Name)); err != nil {
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	healthzPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(n.dirs.root, "kube-proxy.yaml"), kubeProxyConfig(c.proxyKubeconfig, n.Name, metricsPort, healthzPort)); err != nil {
 		return err
 	}
 	return n.start("kube-proxy", filepath.Join(n.opts.NodeBins, "kube-proxy"), "--config", filepath.Join(n.dirs.root, "kube-proxy.yaml"))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -92,12 +93,23 @@ func (n *Node) waitFor(what string, timeout time.Duration, check func() (bool, e
 		last = err
 		for _, p := range n.procs {
 			if done, perr := p.exited(); done {
-				return fmt.Errorf("waiting for %s: %s exited (%v); see %s", what, p.name, perr, filepath.Join(n.dirs.logs, p.name+".log"))
+				return fmt.Errorf("waiting for %s: %s exited (%v); the end of its log:\n%s", what, p.name, perr, tail(filepath.Join(n.dirs.logs, p.name+".log"), 15))
 			}
 		}
 		if time.Now().After(deadline) {
-			return errors.Join(fmt.Errorf("waiting for %s: not within %s (logs in %s)", what, timeout, n.dirs.logs), last)
+			return errors.Join(fmt.Errorf("waiting for %s: not within %s; the end of the kubelet's log:\n%s", what, timeout, tail(filepath.Join(n.dirs.logs, "kubelet.log"), 15)), last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// tail returns the last lines of a log, for an error that must say why
+// without the log (teardown removes it).
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }

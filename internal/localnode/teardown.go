@@ -43,13 +43,22 @@ type state struct {
 	Dir     string            `json:"dir"`
 	PIDs    []int             `json:"pids"`
 	Sysctls map[string]string `json:"sysctls"`
-	// Before lists what existed in shared places before the node started:
-	// what is there at teardown and not in here is the node's.
+	// Before lists what existed in shared places before the node started
+	// (nil: the place itself did not exist): what is there at teardown and
+	// not in here is the node's.
 	Before map[string][]string `json:"before"`
 }
 
-// shared places the node's components write into outside its own directory.
-var sharedDirs = []string{"/run/netns", "/var/run/netns", "/run/containerd/s", "/var/lib/cni/results", "/var/log/containers"}
+// sharedDirs are the places outside its own directory that the node's
+// components write into (containerd's shim sockets and runc's state,
+// network namespaces, CNI results, the kubelet's log links); a parent comes
+// before its children.
+var sharedDirs = []string{
+	"/run/netns",
+	"/run/containerd", "/run/containerd/s", "/run/containerd/runc", "/run/containerd/runc/k8s.io",
+	"/var/lib/cni", "/var/lib/cni/results",
+	"/var/log/containers",
+}
 
 func snapshotState(dir string) state {
 	st := state{Dir: dir, Sysctls: map[string]string{}, Before: map[string][]string{}}
@@ -64,12 +73,14 @@ func snapshotState(dir string) state {
 	return st
 }
 
+// listDir names d's entries: nil when d does not exist, empty when it has
+// none.
 func listDir(d string) []string {
 	entries, err := os.ReadDir(d)
 	if err != nil {
 		return nil
 	}
-	var names []string
+	names := []string{}
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
@@ -120,12 +131,10 @@ func teardownMachine(st state, logf func(string, ...any)) error {
 	var errs []error
 	errs = append(errs, killPods(), killShims(filepath.Join(st.Dir, "containerd", "containerd.sock")))
 	errs = append(errs, unmountUnder(st.Dir))
-	for _, d := range []string{"/run/netns", "/var/run/netns"} {
-		for _, name := range newEntries(st, d) {
-			p := filepath.Join(d, name)
-			_ = syscall.Unmount(p, syscall.MNT_DETACH)
-			errs = append(errs, removeIfExists(p))
-		}
+	for _, name := range newEntries(st, "/run/netns") {
+		p := filepath.Join("/run/netns", name)
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+		errs = append(errs, removeIfExists(p))
 	}
 	if err := run("ip", "link", "show", bridgeName); err == nil {
 		errs = append(errs, run("ip", "link", "delete", bridgeName))
@@ -138,11 +147,7 @@ func teardownMachine(st state, logf func(string, ...any)) error {
 			}
 		}
 	}
-	for _, d := range []string{"/run/containerd/s", "/var/lib/cni/results", "/var/log/containers"} {
-		for _, name := range newEntries(st, d) {
-			errs = append(errs, removeIfExists(filepath.Join(d, name)))
-		}
-	}
+	errs = append(errs, removeShared(st))
 	errs = append(errs, removeCgroups())
 	if st.Dir != "" {
 		errs = append(errs, os.RemoveAll(st.Dir))
@@ -155,6 +160,7 @@ func teardownMachine(st state, logf func(string, ...any)) error {
 	return nil
 }
 
+// newEntries names what d holds now and did not hold before the node.
 func newEntries(st state, d string) []string {
 	var out []string
 	for _, name := range listDir(d) {
@@ -163,6 +169,24 @@ func newEntries(st state, d string) []string {
 		}
 	}
 	return out
+}
+
+// removeShared removes from the shared places what the node added there,
+// and the places it made, children before parents.
+func removeShared(st state) error {
+	var errs []error
+	for _, d := range slices.Backward(sharedDirs) {
+		if st.Before[d] == nil {
+			errs = append(errs, removeIfExists(d))
+			continue
+		}
+		for _, name := range newEntries(st, d) {
+			if !slices.Contains(sharedDirs, filepath.Join(d, name)) {
+				errs = append(errs, removeIfExists(filepath.Join(d, name)))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func removeIfExists(p string) error {
