@@ -68,13 +68,7 @@ func TestServerServiceAccountHasWhatItNeedsAndNoMore(t *testing.T) {
 	const ns, other, app = "lb-rbac", "lb-norbac", "app-rbac"
 	mustLifeboat(t, "install", "-n", ns)
 	mustLifeboat(t, "install", "-n", other, "--restore-rbac=false")
-	t.Cleanup(func() {
-		for _, n := range []string{ns, other} {
-			if out, err := lifeboat(t, "uninstall", "-n", n, "--force"); err != nil {
-				t.Errorf("uninstall -n %s: %v\n%s", n, err, out)
-			}
-		}
-	})
+	t.Cleanup(func() { uninstallAll(t, ns, other) })
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: app}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: app, Name: "token"}, StringData: map[string]string{"k": "v"}},
@@ -108,10 +102,16 @@ func TestServerServiceAccountHasWhatItNeedsAndNoMore(t *testing.T) {
 		allowed(t, "patch a ConfigMap in another namespace", sc.Patch(ctx(t), cm, client.RawPatch("application/merge-patch+json", []byte(`{"data":{"a":"2"}}`))))
 		// Restoring RBAC (--restore-rbac, the default): bindings to roles
 		// that grant more than the server holds.
-		allowed(t, "create a RoleBinding to the edit ClusterRole", sc.Create(ctx(t), &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: app, Name: "editors"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		// (admin, not edit: no controller fills in the aggregated edit
+		// role's rules on this API server.)
+		allowed(t, "create a RoleBinding to the cluster-admin ClusterRole", sc.Create(ctx(t), &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: app, Name: "admins"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}},
+		}))
+		allowed(t, "create a Role granting what it does not hold", sc.Create(ctx(t), &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: app, Name: "configmap-admin"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}},
 		}))
 		// Its own velero.io objects, status included.
 		b := &v1.Backup{}
