@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lifeboat-io/lifeboat/internal/install"
@@ -87,5 +90,34 @@ func TestUninstallRefusesToGuessWithoutATerminal(t *testing.T) {
 	// Nothing was removed.
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "velero", Name: "velero"}, &appsv1.Deployment{}); err != nil {
 		t.Errorf("the refusal removed the Deployment: %v", err)
+	}
+}
+
+func TestUninstallAsksAndKeepsTheCRDsOnNo(t *testing.T) {
+	objs, err := install.Objects(install.Options{Namespace: "velero", Image: "ghcr.io/lifeboat-io/lifeboat:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newFakeBuilder(t, objs...).Build()
+	f := newTestFactory(c)
+	f.IsTerminalInput = func(io.Reader) bool { return true }
+	cmd := newRootCommand(f)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetIn(strings.NewReader("n\n"))
+	cmd.SetArgs([]string{"uninstall"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"Remove the velero.io objects", "Deployment/velero/velero: deleted", "ServiceAccount/velero/velero: deleted",
+		"ClusterRole/lifeboat-server-velero: deleted", "the velero.io CRDs and objects stay"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(context.Background(), crds); err != nil || len(crds.Items) == 0 {
+		t.Errorf("answering no removed the CRDs (%d left, %v)", len(crds.Items), err)
 	}
 }
