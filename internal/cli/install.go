@@ -343,6 +343,9 @@ func (o *installOptions) apply(ctx context.Context, f *Factory, out io.Writer, o
 		if u.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
+		if err := waitCRDGone(ctx, c, out, u.GetName(), deadline, f.pollInterval()); err != nil {
+			return err
+		}
 		if err := applyOne(ctx, c, out, u); err != nil {
 			return err
 		}
@@ -499,6 +502,35 @@ func waitEstablished(ctx context.Context, c client.Client, names []string, deadl
 		pending = still
 		if err := sleep(ctx, poll); err != nil {
 			return fmt.Errorf("waiting for CRDs to be established: %w", err)
+		}
+	}
+}
+
+// waitCRDGone waits while a CRD is being deleted (an uninstall a moment
+// ago): applied to now, it would vanish with its objects a moment later.
+func waitCRDGone(ctx context.Context, c client.Client, out io.Writer, name string, deadline time.Time, poll time.Duration) error {
+	said := false
+	for {
+		obj := &apiextensionsv1.CustomResourceDefinition{}
+		cctx, cancel := callCtx(ctx)
+		err := c.Get(cctx, client.ObjectKey{Name: name}, obj)
+		cancel()
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading CRD %s: %w", name, err)
+		case obj.DeletionTimestamp == nil:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("CRD %s is still being deleted after --timeout (its objects are being removed); run install again once it is gone", name)
+		}
+		if !said {
+			fmt.Fprintf(out, "CustomResourceDefinition/%s: being deleted; waiting for it to go\n", name)
+			said = true
+		}
+		if err := sleep(ctx, poll); err != nil {
+			return err
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -412,5 +413,20 @@ func TestInstallWaitsForTheServer(t *testing.T) {
 	_, _, err = run(t, newTestFactory(c), "install", "--wait", "--timeout", "50ms")
 	if err == nil || !strings.Contains(err.Error(), "not available within --timeout") || !strings.Contains(err.Error(), "kubectl -n velero logs deployment/velero") {
 		t.Errorf("error = %v, want a timeout that says where to look", err)
+	}
+}
+
+func TestInstallWaitsForACRDBeingDeleted(t *testing.T) {
+	crds, err := crd.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	going := crds[0].DeepCopy()
+	now := metav1.Now()
+	going.DeletionTimestamp, going.Finalizers = &now, []string{"customresourcecleanup.apiextensions.k8s.io"}
+	c := newFakeBuilder(t, going).WithInterceptorFuncs(establishCRDs()).Build()
+	out, _, err := run(t, newTestFactory(c), "install", "--timeout", "50ms")
+	if err == nil || !strings.Contains(err.Error(), going.Name+" is still being deleted") || !strings.Contains(out, "being deleted; waiting") {
+		t.Errorf("error = %v, want install to wait for %s to go and then give up\n%s", err, going.Name, out)
 	}
 }

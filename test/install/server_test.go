@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/config/crd"
 	"github.com/lifeboat-io/lifeboat/internal/server"
 )
 
@@ -27,10 +28,19 @@ func uninstallAll(t *testing.T, namespaces ...string) {
 			t.Errorf("uninstall -n %s: %v\n%s", ns, err, out)
 		}
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := admin.Get(ctx, client.ObjectKey{Name: "backups.velero.io"}, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{
-			APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}})
-		return apierrors.IsNotFound(err), nil
+	crds, err := crd.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, c := range crds {
+			err := admin.Get(ctx, client.ObjectKey{Name: c.Name}, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{
+				APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}})
+			if !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
 		t.Errorf("the CRDs are still there a minute after uninstall: %v", err)
