@@ -40,12 +40,14 @@ tools:
 	hack/versitygw.sh >/dev/null
 
 # Everything: the tree is what its sources generate, lint, unit, envtest and
-# end-to-end tests, the race detector on the packages that share state
+# end-to-end tests, the Helm chart against `lifeboat install` (test/helm, a
+# module of its own), the race detector on the packages that share state
 # between goroutines most, then each fuzz target briefly.
 test: verify tools
 	$(GO) vet ./...
 	$(MAKE) lint
 	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) test -count=1 -timeout 30m ./...
+	cd test/helm && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz
 

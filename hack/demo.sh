@@ -42,8 +42,9 @@ done
 grep -q '^ready' "$state/cluster.log" || { echo "the local cluster did not start:"; cat "$state/cluster.log"; exit 1; }
 grep 'serving at' "$state/cluster.log"
 
-step "lifeboat install --use-filesystem $state/storage"
-bin/lifeboat install --use-filesystem "$state/storage"
+# --no-server: the server runs below as a process (the local cluster has no nodes).
+step "lifeboat install --use-filesystem $state/storage --no-server"
+bin/lifeboat install --use-filesystem "$state/storage" --no-server
 
 step "Starting the Lifeboat server (log: $state/server.log)"
 bin/lifeboat server --metrics-address 0 --health-address 0 >"$state/server.log" 2>&1 &

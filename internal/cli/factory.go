@@ -48,6 +48,9 @@ type Factory struct {
 	PollInterval time.Duration
 	// IsTerminal decides whether progress is drawn on one updating line.
 	IsTerminal func(io.Writer) bool
+	// IsTerminalInput decides whether a question can be asked on the input;
+	// nil means: is it a terminal.
+	IsTerminalInput func(io.Reader) bool
 
 	restConfig *rest.Config
 	client     client.Client

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,7 +71,7 @@ func TestInstallDryRunFilesystem(t *testing.T) {
 	// No client: a dry run must not touch a cluster.
 	f := newTestFactory(nil)
 	f.NewClient = func() (client.Client, error) { return nil, errors.New("dry run used the client") }
-	out, _, err := run(t, f, "install", "--use-filesystem", dir, "--dry-run", "-o", "yaml", "-n", "backup-system")
+	out, _, err := run(t, f, "install", "--use-filesystem", dir, "--dry-run", "-o", "yaml", "-n", "backup-system", "--no-server")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,20 +135,22 @@ func TestInstallDryRunProviderWithSecret(t *testing.T) {
 	for _, item := range list.Items {
 		objs = append(objs, &unstructured.Unstructured{Object: item})
 	}
-	want := append(crdRefs(t), "Namespace/velero", "Secret/velero/cloud-credentials", "BackupStorageLocation/velero/default")
+	want := append(crdRefs(t), "Namespace/velero")
+	want = append(want, serverRefs("velero")...)
+	want = append(want, "Secret/velero/cloud-credentials", "BackupStorageLocation/velero/default", "Deployment/velero/velero")
 	if got := refs(objs); list.Kind != "List" || !slices.Equal(got, want) {
 		t.Fatalf("kind %s, objects:\n got %v\nwant %v", list.Kind, got, want)
 	}
 
 	secret := &corev1.Secret{}
-	if err := runtimeFromUnstructured(objs[len(objs)-2], secret); err != nil {
+	if err := runtimeFromUnstructured(objs[len(objs)-3], secret); err != nil {
 		t.Fatal(err)
 	}
 	if string(secret.Data["cloud"]) != creds {
 		t.Errorf("secret key cloud = %q, want the file's content", secret.Data["cloud"])
 	}
 	bsl := &v1.BackupStorageLocation{}
-	if err := runtimeFromUnstructured(objs[len(objs)-1], bsl); err != nil {
+	if err := runtimeFromUnstructured(objs[len(objs)-2], bsl); err != nil {
 		t.Fatal(err)
 	}
 	if bsl.Spec.Credential == nil || bsl.Spec.Credential.Name != "cloud-credentials" || bsl.Spec.Credential.Key != "cloud" {
@@ -164,8 +168,81 @@ func TestInstallDryRunWithoutLocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := append(crdRefs(t), "Namespace/velero")
+	want = append(want, serverRefs("velero")...)
+	want = append(want, "Deployment/velero/velero")
 	if got := refs(parseStream(t, out)); !slices.Equal(got, want) {
 		t.Errorf("objects:\n got %v\nwant %v", got, want)
+	}
+}
+
+// serverRefs are the service account and RBAC objects of a server in ns.
+func serverRefs(ns string) []string {
+	return []string{
+		"ServiceAccount/" + ns + "/velero",
+		"ClusterRole/lifeboat-server-" + ns, "ClusterRole/lifeboat-server-" + ns + "-aggregated",
+		"ClusterRoleBinding/lifeboat-server-" + ns, "ClusterRoleBinding/lifeboat-server-" + ns + "-aggregated",
+		"Role/" + ns + "/lifeboat-server", "RoleBinding/" + ns + "/lifeboat-server",
+	}
+}
+
+func TestInstallCRDsOnly(t *testing.T) {
+	out, _, err := run(t, newTestFactory(nil), "install", "--crds-only", "--dry-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := refs(parseStream(t, out)); !slices.Equal(got, crdRefs(t)) {
+		t.Errorf("objects:\n got %v\nwant %v", got, crdRefs(t))
+	}
+}
+
+// TestInstallDeploymentFromFlags checks that each server flag reaches the
+// Deployment (the golden files of internal/install cover the rest).
+func TestInstallDeploymentFromFlags(t *testing.T) {
+	out, _, err := run(t, newTestFactory(nil), "install", "-n", "bk", "--dry-run", "--use-filesystem", "/srv/backups",
+		"--image", "example.com/lb:v9", "--image-pull-policy", "Always", "--plugins", "velero/velero-plugin-for-aws:v1.12.0,example.com/x/y:1",
+		"--velero-pod-cpu-request", "250m", "--velero-pod-mem-limit", "0", "--server-arg=--backup-finalizer", "--restore-rbac=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := parseStream(t, out)
+	dep := &appsv1.Deployment{}
+	if err := runtimeFromUnstructured(objs[len(objs)-1], dep); err != nil {
+		t.Fatal(err)
+	}
+	spec := dep.Spec.Template.Spec
+	c := spec.Containers[0]
+	if c.Image != "example.com/lb:v9" || c.ImagePullPolicy != corev1.PullAlways {
+		t.Errorf("image %s %s", c.Image, c.ImagePullPolicy)
+	}
+	if got := c.Resources.Requests.Cpu().String(); got != "250m" {
+		t.Errorf("cpu request %s, want 250m", got)
+	}
+	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		t.Errorf("memory limit 0 should set none: %v", c.Resources.Limits)
+	}
+	if !slices.Contains(c.Args, "--backup-finalizer") || !slices.Contains(c.Args, "--namespace=$(VELERO_NAMESPACE)") {
+		t.Errorf("args %v", c.Args)
+	}
+	var inits []string
+	for _, ic := range spec.InitContainers {
+		inits = append(inits, ic.Name+"="+ic.Image+"@"+ic.VolumeMounts[0].MountPath)
+	}
+	if want := []string{"velero-velero-plugin-for-aws=velero/velero-plugin-for-aws:v1.12.0@/target", "x-y=example.com/x/y:1@/target"}; !slices.Equal(inits, want) {
+		t.Errorf("init containers %v, want %v", inits, want)
+	}
+	var hostPath string
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPath = v.HostPath.Path
+		}
+	}
+	if hostPath != "/srv/backups" {
+		t.Errorf("hostPath %q, want /srv/backups", hostPath)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && strings.Contains(mustJSON(t, o.Object), "escalate") {
+			t.Errorf("--restore-rbac=false still grants escalate")
+		}
 	}
 }
 
@@ -182,6 +259,15 @@ func TestInstallRejectsBadFlagCombinations(t *testing.T) {
 		{[]string{"--bucket", "b"}, "need --provider"},
 		{[]string{"--provider", "aws", "--bucket", "b", "--secret-file", "/does/not/exist"}, "--secret-file"},
 		{[]string{"--dry-run", "-o", "table"}, "--output"},
+		{[]string{"--crds-only", "--no-server"}, "cannot be used together"},
+		{[]string{"--no-server", "--plugins", "a/b:1"}, "--plugins needs"},
+		{[]string{"--use-volume-snapshots"}, "need --provider"},
+		{[]string{"--image-pull-policy", "Sometimes"}, "--image-pull-policy"},
+		{[]string{"--velero-pod-cpu-request", "lots"}, "--velero-pod-cpu-request"},
+		{[]string{"--velero-pod-mem-request", "1Gi"}, "--velero-pod-mem-limit"},
+		{[]string{"--image", ""}, "--image"},
+		{[]string{"--plugins", "a/p:1,b.io/a/p:2"}, "--plugins"},
+		{[]string{"--wait"}, "--wait and --dry-run"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -271,4 +357,76 @@ func runtimeFromUnstructured(u *unstructured.Unstructured, into any) error {
 		return err
 	}
 	return json.Unmarshal(data, into)
+}
+
+func TestInstallLabelsOnlyANamespaceItCreated(t *testing.T) {
+	existing := &corev1.Namespace{}
+	existing.Name = "mine"
+	c := newFakeBuilder(t, existing).WithInterceptorFuncs(establishCRDs()).Build()
+	f := newTestFactory(c)
+	ctx := context.Background()
+	for _, ns := range []string{"mine", "fresh"} {
+		for i := range 2 { // a second run must keep what the first decided
+			if out, _, err := run(t, f, "install", "-n", ns); err != nil {
+				t.Fatalf("install -n %s (run %d): %v\n%s", ns, i+1, err, out)
+			}
+		}
+	}
+	for ns, want := range map[string]bool{"mine": false, "fresh": true} {
+		got := &corev1.Namespace{}
+		if err := c.Get(ctx, client.ObjectKey{Name: ns}, got); err != nil {
+			t.Fatal(err)
+		}
+		if labelled := got.Labels["lifeboat.io/created-by-install"] == "true"; labelled != want {
+			t.Errorf("namespace %s labelled as created by install: %v, want %v", ns, labelled, want)
+		}
+	}
+}
+
+func TestInstallWaitsForTheServer(t *testing.T) {
+	polls := 0
+	funcs := establishCRDs()
+	crdGet := funcs.Get
+	funcs.Get = func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if err := crdGet(ctx, c, key, obj, opts...); err != nil {
+			return err
+		}
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			polls++
+			d.Status.ObservedGeneration = d.Generation
+			if polls >= 3 { // the third look finds the pod available
+				d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas = 1, 1, 1
+			}
+		}
+		return nil
+	}
+	c := newFakeBuilder(t).WithInterceptorFuncs(funcs).Build()
+	out, _, err := run(t, newTestFactory(c), "install", "--wait")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if polls < 3 || !strings.Contains(out, "Deployment velero/velero is available") {
+		t.Errorf("after %d polls:\n%s", polls, out)
+	}
+
+	c = newFakeBuilder(t).WithInterceptorFuncs(establishCRDs()).Build()
+	_, _, err = run(t, newTestFactory(c), "install", "--wait", "--timeout", "50ms")
+	if err == nil || !strings.Contains(err.Error(), "not available within --timeout") || !strings.Contains(err.Error(), "kubectl -n velero logs deployment/velero") {
+		t.Errorf("error = %v, want a timeout that says where to look", err)
+	}
+}
+
+func TestInstallWaitsForACRDBeingDeleted(t *testing.T) {
+	crds, err := crd.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	going := crds[0].DeepCopy()
+	now := metav1.Now()
+	going.DeletionTimestamp, going.Finalizers = &now, []string{"customresourcecleanup.apiextensions.k8s.io"}
+	c := newFakeBuilder(t, going).WithInterceptorFuncs(establishCRDs()).Build()
+	out, _, err := run(t, newTestFactory(c), "install", "--timeout", "50ms")
+	if err == nil || !strings.Contains(err.Error(), going.Name+" is still being deleted") || !strings.Contains(out, "being deleted; waiting") {
+		t.Errorf("error = %v, want install to wait for %s to go and then give up\n%s", err, going.Name, out)
+	}
 }

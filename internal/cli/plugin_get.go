@@ -18,7 +18,7 @@ func newPluginCommand(f *Factory) *cobra.Command {
 		Use:   "plugin",
 		Short: "Work with the server's plugins",
 	}
-	cmd.AddCommand(newPluginGetCommand(f))
+	cmd.AddCommand(newPluginGetCommand(f), newPluginAddCommand(f), newPluginRemoveCommand(f))
 	return cmd
 }
 

@@ -55,6 +55,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 	root.AddCommand(
 		newVersionCommand(),
 		newInstallCommand(f),
+		newUninstallCommand(f),
 		newServerCommand(f),
 		newBackupCommand(f),
 		newRestoreCommand(f),

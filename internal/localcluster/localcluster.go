@@ -30,6 +30,13 @@ type Options struct {
 	AssetsDir string
 	// InstallCRDs installs Lifeboat's velero.io CRDs once the server is up.
 	InstallCRDs bool
+	// RBAC runs kube-apiserver with --authorization-mode=RBAC, so that
+	// users other than the admin (who is in system:masters, which RBAC
+	// always allows) get only what roles grant them: tests of the server's
+	// RBAC impersonate its service account. It is envtest's default today;
+	// set here, a test that relies on refusals cannot pass on AlwaysAllow
+	// should that default change.
+	RBAC bool
 	// StartTimeout bounds the start of each component; a cold etcd on a busy
 	// 2-core machine can take a while, so the default is generous.
 	StartTimeout time.Duration
@@ -72,6 +79,9 @@ func Start(opts Options) (*Cluster, error) {
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
 	env.ControlPlane.GetAPIServer().Path = apiserver
+	if opts.RBAC {
+		env.ControlPlane.GetAPIServer().Configure().Set("authorization-mode", "RBAC")
+	}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: etcd}
 	if opts.InstallCRDs {
 		crds, err := crd.All()

@@ -42,12 +42,13 @@ func TestCLIBackupWorkflow(t *testing.T) {
 	ns := env.NewNamespace(t, "cli")
 	sampleApp(t, ns)
 
-	out := mustLifeboat(t, "install", "--use-filesystem", storeDir)
+	out := mustLifeboat(t, "install", "--use-filesystem", storeDir, "--no-server")
 	if !strings.Contains(out, "BackupStorageLocation") {
 		t.Errorf("install output does not mention the location:\n%s", out)
 	}
-	// Installing again is harmless.
-	mustLifeboat(t, "install", "--use-filesystem", storeDir)
+	// The server runs in this process (testenv): no Deployment. Installing
+	// again is harmless.
+	mustLifeboat(t, "install", "--use-filesystem", storeDir, "--no-server")
 	env.WaitLocationPhase(t, "default", "Available", 30*time.Second)
 
 	name := env.Name("cli")
