@@ -29,6 +29,9 @@ func main() {
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+	// Said once the handlers are in place: before that, the Go runtime's
+	// default would end the process on SIGTERM with a signal, not exit 0.
+	fmt.Fprintf(os.Stderr, "pause %s: waiting for SIGINT or SIGTERM\n", strings.TrimSpace(version))
 	// A child may have exited before Notify took effect; its SIGCHLD
 	// would be lost, so reap once up front.
 	reapAll()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,10 +37,11 @@ func TestExitsZeroOnSIGTERM(t *testing.T) {
 	bin := buildPause(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		cmd := exec.Command(bin)
+		ready := readyLine(t, cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitHandles(t, cmd.Process.Pid, sig)
+		waitReady(t, ready)
 		if err := cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
@@ -60,12 +62,13 @@ func TestAsPIDOneReapsAdoptedOrphans(t *testing.T) {
 	bin := buildPause(t)
 	cmd := exec.Command(bin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	ready := readyLine(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Skipf("cannot start a process in a new PID namespace here: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	pause := cmd.Process.Pid
-	waitHandles(t, pause, syscall.SIGTERM)
+	waitReady(t, ready)
 
 	// A shell in pause's PID namespace starts a short sleep and exits at
 	// once: the sleep is orphaned and the kernel hands it to the
@@ -102,18 +105,47 @@ func buildPause(t *testing.T) string {
 	return bin
 }
 
-// waitHandles waits until the process has a handler for sig installed, so
-// the test's signal does not race the program's start.
-func waitHandles(t *testing.T, pid int, sig syscall.Signal) {
+// readyLine hands back pause's first line of standard error, which it
+// writes once its signal handlers are in place, so a test's signal does not
+// race the program's start.
+func readyLine(t *testing.T, cmd *exec.Cmd) <-chan string {
 	t.Helper()
-	waitFor(t, "pause to install its signal handlers", func() bool {
-		mask, ok := procStatus(pid, "SigCgt")
-		if !ok {
-			return false
+	w := &firstLine{ready: make(chan string, 1)}
+	cmd.Stderr = w
+	return w.ready
+}
+
+// firstLine is a writer that sends the first line written to it.
+type firstLine struct {
+	mu    sync.Mutex
+	buf   []byte
+	sent  bool
+	ready chan string
+}
+
+func (w *firstLine) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.sent {
+		w.buf = append(w.buf, p...)
+		if i := bytes.IndexByte(w.buf, '\n'); i >= 0 {
+			w.ready <- string(w.buf[:i])
+			w.sent = true
 		}
-		bits, err := strconv.ParseUint(mask, 16, 64)
-		return err == nil && bits&(1<<(uint(sig)-1)) != 0
-	})
+	}
+	return len(p), nil
+}
+
+func waitReady(t *testing.T, ready <-chan string) {
+	t.Helper()
+	select {
+	case line := <-ready:
+		if !strings.Contains(line, "waiting for SIGINT or SIGTERM") {
+			t.Fatalf("pause's first line is %q, want it to say it is waiting", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pause did not say it was ready")
+	}
 }
 
 func waitExit(cmd *exec.Cmd, timeout time.Duration) error {
