@@ -23,8 +23,7 @@ IMAGE_REPO ?= ghcr.io/lifeboat-io
 CONTAINERD_ADDRESS ?=
 image: ca-certificates
 	cd hack/tools/image && GOWORK=off $(GO) run . -root "$(CURDIR)" -version "$(VERSION)" \
-	  -platforms "$(IMAGE_PLATFORMS)" -repo "$(IMAGE_REPO)" -tar "$(CURDIR)/bin/images" \
-	  $(if $(CONTAINERD_ADDRESS),-import-address "$(CONTAINERD_ADDRESS)")
+	  -platforms "$(IMAGE_PLATFORMS)" -repo "$(IMAGE_REPO)" -tar "$(CURDIR)/bin/images" $(if $(CONTAINERD_ADDRESS),-import-address "$(CONTAINERD_ADDRESS)")
 
 # The images carry the machine's CA certificates (Debian's package).
 ca-certificates:

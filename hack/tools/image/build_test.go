@@ -268,6 +268,9 @@ func TestImportRunsCtrAndReportsItsError(t *testing.T) {
 // image of each platform, in order.
 func readArchive(t *testing.T, b built, platforms []v1.Platform) []v1.Image {
 	t.Helper()
+	if info, err := os.Stat(b.Output); err != nil || info.Mode().Perm() != 0o644 {
+		t.Errorf("archive %s: %v, want mode 0644 (ctr may run as another user)", b.Output, err)
+	}
 	dir := untar(t, b.Output)
 	if layoutFile, err := os.ReadFile(filepath.Join(dir, "oci-layout")); err != nil || !strings.Contains(string(layoutFile), `"imageLayoutVersion": "1.0.0"`) {
 		t.Fatalf("archive %s: oci-layout %q, %v", b.Output, layoutFile, err)

@@ -86,6 +86,9 @@ func tarLayout(dir, file string, mtime time.Time) (err error) {
 	if err := tw.Close(); err != nil {
 		return err
 	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp made it 0600
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
