@@ -34,8 +34,8 @@ if [[ $before != "$after" ]]; then
   status=1
 fi
 
-# Every module: the main one, the pinned tools under hack/tools and the
-# Velero-SDK plugin under test/compat. GOWORK=off: each is tidied as its own
+# Every module: the main one, the pinned tools and the image builder under
+# hack/tools, and the Velero-SDK plugin under test/compat. GOWORK=off: each is tidied as its own
 # module, the way it is built.
 mapfile -t mods < <(git ls-files --cached --others --exclude-standard -- 'go.mod' '**/go.mod' | LC_ALL=C sort)
 for m in "${mods[@]}"; do
