@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -116,7 +117,8 @@ func headCommit(ctx context.Context, root string) (commit, error) {
 
 // exitErr adds a failed command's standard error to its error.
 func exitErr(err error) error {
-	if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
 		return fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
 	}
 	return err
