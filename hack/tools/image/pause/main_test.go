@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,8 +156,7 @@ func waitExit(cmd *exec.Cmd, timeout time.Duration) error {
 		return err
 	case <-time.After(timeout):
 		_ = cmd.Process.Kill()
-		<-done
-		return errors.New("did not exit in time")
+		return fmt.Errorf("did not exit in %v, killed: %w", timeout, <-done)
 	}
 }
 
