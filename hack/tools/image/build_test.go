@@ -238,7 +238,11 @@ func TestRefusesBadOptions(t *testing.T) {
 	if _, err := build(context.Background(), options{Platforms: []v1.Platform{localPlatform}}, io.Discard); err == nil || !strings.Contains(err.Error(), "-tar DIR") {
 		t.Errorf("build with no output: %v, want one asking for -o or -tar", err)
 	}
-	_, err := build(context.Background(), options{Root: repoRoot(), Platforms: []v1.Platform{localPlatform}, TarDir: t.TempDir(),
+	_, err := build(context.Background(), options{Root: repoRoot(), Version: "1.0+build", Platforms: []v1.Platform{localPlatform}, TarDir: t.TempDir()}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "cannot be an image tag") {
+		t.Errorf("build with a version that is no tag: %v", err)
+	}
+	_, err = build(context.Background(), options{Root: repoRoot(), Platforms: []v1.Platform{localPlatform}, TarDir: t.TempDir(),
 		Only: []string{"lifeboat"}, CABundle: filepath.Join(t.TempDir(), "missing.crt")}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "apt-get install --no-install-recommends ca-certificates") {
 		t.Errorf("build without CA certificates: %v, want one saying how to install them", err)

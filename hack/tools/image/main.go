@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -119,6 +120,9 @@ func build(ctx context.Context, o options, log io.Writer) ([]built, error) {
 	if o.Version == "" {
 		o.Version = src.Describe
 	}
+	if !validTag.MatchString(o.Version) {
+		return nil, fmt.Errorf("-version %q cannot be an image tag (letters, digits, '_', '.', '-'; at most 128; no leading '.' or '-')", o.Version)
+	}
 	plugins, err := examplePlugins(ctx, o.Root)
 	if err != nil {
 		return nil, err
@@ -136,6 +140,21 @@ func build(ctx context.Context, o options, log io.Writer) ([]built, error) {
 	}), o.Only)
 	if err != nil {
 		return nil, err
+	}
+
+	// Files of this machine are read after the (long) compile: find a
+	// missing one now.
+	for _, s := range specs {
+		for _, layer := range s.Layers {
+			for _, e := range layer {
+				if e.HostFile == "" {
+					continue
+				}
+				if _, err := content(e, nil); err != nil {
+					return nil, fmt.Errorf("image %s, /%s: %w", s.Name, e.Path, err)
+				}
+			}
+		}
 	}
 
 	work, err := os.MkdirTemp("", "lifeboat-image-")
@@ -221,6 +240,9 @@ func writeImage(s imageSpec, o options, binaries []map[string]string, src commit
 	}
 	return b, nil
 }
+
+// validTag is the grammar of a tag in the OCI distribution spec.
+var validTag = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`)
 
 // selectImages keeps the images named in only (all when it is empty).
 func selectImages(specs []imageSpec, only []string) ([]imageSpec, error) {
