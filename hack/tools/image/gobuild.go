@@ -49,6 +49,9 @@ func compile(ctx context.Context, root string, plat v1.Platform, version string,
 		cmd.Dir = filepath.Join(root, m)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOOS="+plat.OS, "GOARCH="+plat.Architecture)
 		if b, err := cmd.CombinedOutput(); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("go build for %s: interrupted", platformString(plat))
+			}
 			return nil, fmt.Errorf("go build for %s in %s: %w\n%s", platformString(plat), cmd.Dir, err, b)
 		}
 		for _, p := range pkgs {

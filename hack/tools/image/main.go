@@ -23,11 +23,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -71,7 +73,9 @@ func main() {
 	if only != "" {
 		o.Only = strings.Split(only, ",")
 	}
-	ctx := context.Background()
+	// Interrupted, the build stops and still removes its temporary files.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	images, err := build(ctx, o, os.Stderr)
 	if err != nil {
 		fail(err)
@@ -192,6 +196,9 @@ func build(ctx context.Context, o options, log io.Writer) ([]built, error) {
 	}
 	var out []built
 	for _, s := range specs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		start := time.Now()
 		b, err := writeImage(s, o, binaries, src, work)
 		if err != nil {
