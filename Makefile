@@ -7,10 +7,27 @@ BIN := bin/lifeboat
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/lifeboat-io/lifeboat/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools clean
+.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools clean image ca-certificates
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lifeboat
+
+# The container images, built without a container engine by hack/tools/image
+# (docs/images.md): lifeboat, one per example plugin, pause and the demo
+# writer, each a multi-platform OCI archive bin/images/<image>.tar for
+# `ctr -n k8s.io images import --all-platforms`. Prints each reference and
+# digest. IMAGE_PLATFORMS=linux/amd64 (or local) builds one platform;
+# CONTAINERD_ADDRESS=/run/containerd/containerd.sock also imports them.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_REPO ?= ghcr.io/lifeboat-io
+CONTAINERD_ADDRESS ?=
+image: ca-certificates
+	cd hack/tools/image && GOWORK=off $(GO) run . -root "$(CURDIR)" -version "$(VERSION)" \
+	  -platforms "$(IMAGE_PLATFORMS)" -repo "$(IMAGE_REPO)" -tar "$(CURDIR)/bin/images" $(if $(CONTAINERD_ADDRESS),-import-address "$(CONTAINERD_ADDRESS)")
+
+# The images carry the machine's CA certificates (Debian's package).
+ca-certificates:
+	@[[ -f /etc/ssl/certs/ca-certificates.crt ]] || { apt-get update && apt-get install -y --no-install-recommends ca-certificates; }
 
 # Deepcopy code and CRD manifests, from the api/ markers, by a pinned controller-gen.
 generate:
@@ -27,9 +44,9 @@ verify:
 
 # The pinned golangci-lint with .golangci.yml (vet, staticcheck, unchecked
 # errors, dead code, spelling, gofmt/goimports formatting) over our own
-# modules: the main one and the Velero-SDK plugin. A run waits for another
-# golangci-lint on the machine instead of failing.
-LINT_MODULES := . test/compat
+# modules: the main one, the Velero-SDK plugin and the image builder. A run
+# waits for another golangci-lint on the machine instead of failing.
+LINT_MODULES := . test/compat hack/tools/image
 lint:
 	gl=$$(hack/gotool.sh golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint); \
 	for m in $(LINT_MODULES); do (cd $$m && GOWORK=off $$gl run --allow-serial-runners ./...); done
@@ -41,13 +58,16 @@ tools:
 
 # Everything: the tree is what its sources generate, lint, unit, envtest and
 # end-to-end tests, the Helm chart against `lifeboat install` (test/helm, a
-# module of its own), the race detector on the packages that share state
-# between goroutines most, then each fuzz target briefly.
-test: verify tools
+# module of its own), the image builder's tests (they build every image for
+# this machine's platform, and the lifeboat image for both), the race
+# detector on the packages that share state between goroutines most, then
+# each fuzz target briefly.
+test: verify tools ca-certificates
 	$(GO) vet ./...
 	$(MAKE) lint
 	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) test -count=1 -timeout 30m ./...
 	cd test/helm && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
+	cd hack/tools/image && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz
 

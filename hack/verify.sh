@@ -34,8 +34,9 @@ if [[ $before != "$after" ]]; then
   status=1
 fi
 
-# Every module: the main one, the pinned tools under hack/tools, the
-# Velero-SDK plugin under test/compat and the Helm chart test under test/helm. GOWORK=off: each is tidied as its own
+# Every module: the main one, the pinned tools and the image builder under
+# hack/tools, the Velero-SDK plugin under test/compat and the Helm chart
+# test under test/helm. GOWORK=off: each is tidied as its own
 # module, the way it is built.
 mapfile -t mods < <(git ls-files --cached --others --exclude-standard -- 'go.mod' '**/go.mod' | LC_ALL=C sort)
 for m in "${mods[@]}"; do
