@@ -7,27 +7,28 @@ BIN := bin/lifeboat
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/lifeboat-io/lifeboat/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools clean image ca-certificates
+.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools node-tools clean image image-deps
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lifeboat
 
 # The container images, built without a container engine by hack/tools/image
-# (docs/images.md): lifeboat, one per example plugin, pause and the demo
-# writer, each a multi-platform OCI archive bin/images/<image>.tar for
+# (docs/images.md): lifeboat, one per example plugin, pause, the demo writer
+# and the tests' shell, each a multi-platform OCI archive bin/images/<image>.tar for
 # `ctr -n k8s.io images import --all-platforms`. Prints each reference and
 # digest. IMAGE_PLATFORMS=linux/amd64 (or local) builds one platform;
 # CONTAINERD_ADDRESS=/run/containerd/containerd.sock also imports them.
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_REPO ?= ghcr.io/lifeboat-io
 CONTAINERD_ADDRESS ?=
-image: ca-certificates
+image: image-deps
 	cd hack/tools/image && GOWORK=off $(GO) run . -root "$(CURDIR)" -version "$(VERSION)" \
 	  -platforms "$(IMAGE_PLATFORMS)" -repo "$(IMAGE_REPO)" -tar "$(CURDIR)/bin/images" $(if $(CONTAINERD_ADDRESS),-import-address "$(CONTAINERD_ADDRESS)")
 
-# The images carry the machine's CA certificates (Debian's package).
-ca-certificates:
-	@[[ -f /etc/ssl/certs/ca-certificates.crt ]] || { apt-get update && apt-get install -y --no-install-recommends ca-certificates; }
+# The images carry the machine's CA certificates and, in the tests' shell
+# image, its static busybox (Debian's packages).
+image-deps:
+	@[[ -f /etc/ssl/certs/ca-certificates.crt && -x /bin/busybox ]] || { apt-get update && apt-get install -y --no-install-recommends ca-certificates busybox-static; }
 
 # Deepcopy code and CRD manifests, from the api/ markers, by a pinned controller-gen.
 generate:
@@ -56,16 +57,25 @@ tools:
 	hack/cluster-bins.sh >/dev/null
 	hack/versitygw.sh >/dev/null
 
-# Everything: the tree is what its sources generate, lint, unit, envtest and
+# The real node's parts: containerd, runc, CNI plugins and iptables from
+# Debian, kubelet and the other node components from the pinned tools module.
+node-tools:
+	hack/node-packages.sh
+	hack/node-bins.sh >/dev/null
+
+# Everything: the tree is what its sources generate, lint, unit, envtest,
+# real-node (this machine's platform's images imported into it) and
 # end-to-end tests, the Helm chart against `lifeboat install` (test/helm, a
 # module of its own), the image builder's tests (they build every image for
 # this machine's platform, and the lifeboat image for both), the race
 # detector on the packages that share state between goroutines most, then
 # each fuzz target briefly.
-test: verify tools ca-certificates
+test: verify tools node-tools image-deps
 	$(GO) vet ./...
 	$(MAKE) lint
-	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) image IMAGE_PLATFORMS=local
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) LIFEBOAT_IMAGES=$(CURDIR)/bin/images \
+	  $(GO) test -count=1 -timeout 30m ./...
 	cd test/helm && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
 	cd hack/tools/image && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) test-race
@@ -87,10 +97,14 @@ fuzz:
 test-unit:
 	$(GO) test -count=1 -short ./...
 
-# A local kube-apiserver with etcd, in the foreground, until interrupted.
+# A real single-node cluster (internal/localnode: control plane, containerd,
+# kubelet, kube-proxy; needs root) with the images of `make image` imported,
+# in the foreground until interrupted, which removes everything it made.
 # Writes an admin kubeconfig to .lifeboat/kubeconfig.
-cluster:
-	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) $(GO) run ./hack/localcluster --kubeconfig .lifeboat/kubeconfig
+cluster: tools node-tools
+	$(MAKE) image IMAGE_PLATFORMS=local
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) \
+	  $(GO) run ./hack/localcluster --node --images bin/images --kubeconfig .lifeboat/kubeconfig
 
 demo: build
 	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) hack/demo.sh

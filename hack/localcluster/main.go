@@ -1,30 +1,47 @@
-// Command localcluster runs the local kube-apiserver (with etcd) in the
-// foreground until interrupted, with Lifeboat's CRDs installed, and writes an
-// admin kubeconfig. `make cluster` runs it; hack/demo.sh and bench/ do too.
+// Command localcluster runs a local cluster in the foreground until
+// interrupted and writes an admin kubeconfig: by default the API server
+// only (kube-apiserver and etcd, with Lifeboat's CRDs installed), or with
+// --node a real single-node cluster whose pods run (kubelet, containerd,
+// ...; needs root), with the image archives of --images imported.
+// `make cluster` runs it with --node; hack/demo.sh and bench/ run it too.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
+	"github.com/lifeboat-io/lifeboat/internal/localnode"
 )
 
 func main() {
 	// A flag set of our own: controller-runtime registers a global --kubeconfig.
 	fs := flag.NewFlagSet("localcluster", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", ".lifeboat/kubeconfig", "where to write the admin kubeconfig")
+	node := fs.Bool("node", false, "run a real node too (kubelet, containerd, kube-proxy, controller manager, scheduler); needs root, $LIFEBOAT_NODE_BINS and --images")
+	images := fs.String("images", os.Getenv(localnode.TestImagesEnv), "with --node: directory of image archives (make image) to import; it must hold pause.tar")
 	_ = fs.Parse(os.Args[1:])
-	if err := run(*kubeconfig); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if *node {
+		err = runNode(ctx, *kubeconfig, *images)
+	} else {
+		err = runAPIServer(ctx, *kubeconfig)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string) error {
+func runAPIServer(ctx context.Context, kubeconfig string) error {
 	c, err := localcluster.Start(localcluster.Options{InstallCRDs: true})
 	if err != nil {
 		return err
@@ -34,9 +51,46 @@ func run(kubeconfig string) error {
 		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
 	fmt.Printf("local cluster serving at %s\nkubeconfig: %s\nready\n", c.Config.Host, kubeconfig)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	<-sig
+	<-ctx.Done()
 	fmt.Println("stopping local cluster")
+	return nil
+}
+
+func runNode(ctx context.Context, kubeconfig, imagesDir string) error {
+	if imagesDir == "" {
+		return errors.New("--node needs --images DIR (make image writes bin/images)")
+	}
+	tarballs, err := filepath.Glob(filepath.Join(imagesDir, "*.tar"))
+	if err != nil {
+		return err
+	}
+	pause, err := localnode.ImageName(filepath.Join(imagesDir, "pause.tar"))
+	if err != nil {
+		return fmt.Errorf("the sandbox image: %w (make image writes it)", err)
+	}
+	n, err := localnode.Start(ctx, localnode.Options{SandboxImage: pause, Images: tarballs, Log: os.Stdout})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("stopping the node and removing what it made")
+		if err := n.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "localcluster:", err)
+		}
+	}()
+	// The node's kubeconfig points at certificate files in the node's
+	// directory, which exist as long as the node runs.
+	data, err := os.ReadFile(n.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(kubeconfig), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	fmt.Printf("local node %s serving at %s\nkubeconfig: %s\nlogs: %s\nready\n", n.Name, n.Config.Host, kubeconfig, n.LogDir())
+	<-ctx.Done()
 	return nil
 }

@@ -43,6 +43,9 @@ import (
 const (
 	KubeBinsEnv = "KUBEBUILDER_ASSETS"
 	NodeBinsEnv = "LIFEBOAT_NODE_BINS"
+	// TestImagesEnv names the directory of the image archives `make image`
+	// writes, for tests that run pods.
+	TestImagesEnv = "LIFEBOAT_IMAGES"
 )
 
 // Options configure a node.

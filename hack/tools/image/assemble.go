@@ -151,7 +151,7 @@ func content(e entry, programs map[string]string) ([]byte, error) {
 	case e.HostFile != "":
 		b, err := os.ReadFile(e.HostFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w (for the CA certificates: apt-get install --no-install-recommends ca-certificates, or -ca-bundle FILE)", err)
+			return nil, fmt.Errorf("%w (the CA certificates: apt-get install --no-install-recommends ca-certificates, or -ca-bundle FILE; busybox: apt-get install busybox-static, or -busybox FILE)", err)
 		}
 		return b, nil
 	default:

@@ -77,6 +77,7 @@ func buildTo(dir string, platforms []v1.Platform, only ...string) ([]built, erro
 		Only:      only,
 		TarDir:    dir,
 		CABundle:  hostCABundle,
+		Busybox:   "/bin/busybox",
 	}, io.Discard)
 }
 
@@ -90,9 +91,27 @@ func TestBuildsEveryImage(t *testing.T) {
 	for _, p := range []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter"} {
 		want = append(want, "example.test/lifeboat-io/lifeboat-plugin-"+p+":"+testVersion)
 	}
-	want = append(want, "example.test/lifeboat-io/pause:"+pauseVersion(t), "example.test/lifeboat-io/lifeboat-demo-writer:"+testVersion)
+	want = append(want, "example.test/lifeboat-io/pause:"+pauseVersion(t), "example.test/lifeboat-io/lifeboat-demo-writer:"+testVersion,
+		"example.test/lifeboat-io/lifeboat-test-shell:"+testVersion)
 	if !slices.Equal(refs, want) {
 		t.Errorf("built\n  %s\nwant\n  %s", strings.Join(refs, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+func TestTestShellImage(t *testing.T) {
+	b := find(t, localBuild(t), "lifeboat-test-shell")
+	img := readArchive(t, b, []v1.Platform{localPlatform})[0]
+	checkConfig(t, img, []string{"/bin/busybox", "sh"}, "65532:65532", testVersion, "lifeboat-test-shell")
+	files := extract(t, img)
+	checkBase(t, files)
+	checkEntry(t, files, "bin/busybox", tar.TypeReg, 0o755, 0)
+	checkStatic(t, files["bin/busybox"].data, localPlatform)
+	// Named anything but busybox, it would look for an applet of that name.
+	bb := filepath.Join(t.TempDir(), "busybox")
+	writeFile(t, bb, files["bin/busybox"].data, 0o755)
+	out := run(t, bb, "echo", "shell works")
+	if strings.TrimSpace(out) != "shell works" {
+		t.Errorf("busybox echo printed %q", out)
 	}
 }
 

@@ -44,6 +44,7 @@ type options struct {
 	LayoutDir     string
 	TarDir        string
 	CABundle      string
+	Busybox       string
 	ImportAddress string
 	Ctr           string
 }
@@ -60,6 +61,7 @@ func main() {
 	fl.StringVar(&o.LayoutDir, "o", "", "write each image as an OCI layout in DIR/<image>/")
 	fl.StringVar(&o.TarDir, "tar", "", "write each image as DIR/<image>.tar, an OCI layout archive for `ctr images import`")
 	fl.StringVar(&o.CABundle, "ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "CA certificates (PEM) copied into the images (Debian's ca-certificates package)")
+	fl.StringVar(&o.Busybox, "busybox", "/bin/busybox", "a static busybox copied into the test shell image (Debian's busybox-static)")
 	fl.StringVar(&o.ImportAddress, "import-address", "", "after writing the archives (-tar), import them into the containerd at this socket, namespace k8s.io")
 	fl.StringVar(&o.Ctr, "ctr", "ctr", "the ctr program used by -import-address")
 	_ = fl.Parse(os.Args[1:])
@@ -141,6 +143,7 @@ func build(ctx context.Context, o options, log io.Writer) ([]built, error) {
 		PauseVersion: strings.TrimSpace(string(pauseVersion)),
 		Plugins:      plugins,
 		CABundle:     o.CABundle,
+		Busybox:      o.Busybox,
 	}), o.Only)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,7 @@ type planInput struct {
 	PauseVersion string   // the pause program's own version (pause/VERSION)
 	Plugins      []string // the example plugins' program names
 	CABundle     string   // the machine's CA certificates, PEM
+	Busybox      string   // a static busybox of this machine (Debian's busybox-static)
 }
 
 // Where the programs come from. The lifeboat binary, the example plugins
@@ -130,6 +131,19 @@ func plan(in planInput) []imageSpec {
 		User:        user(nonRoot),
 		Env:         []string{"HOME=/home/nonroot"},
 		Layers:      [][]entry{base, {file("demo-writer", writerProgram.Name())}},
+	}, imageSpec{
+		// Tests exec into pods to read and write volumes; nothing but a
+		// shell does that as plainly. Not for production use.
+		Name:        "lifeboat-test-shell",
+		Description: "A static busybox shell for Lifeboat's tests on the real node: /bin/busybox sh",
+		Version:     in.Version,
+		Entrypoint:  []string{"/bin/busybox", "sh"},
+		User:        user(nonRoot),
+		Env:         []string{"HOME=/home/nonroot"},
+		Layers: [][]entry{base, {
+			dir("bin", 0o755, 0),
+			{Path: "bin/busybox", Mode: 0o755, HostFile: in.Busybox},
+		}},
 	})
 	for i := range images {
 		images[i].Ref = repo + "/" + images[i].Name + ":" + images[i].Version

@@ -20,6 +20,7 @@ func TestPlan(t *testing.T) {
 		PauseVersion: "1.0",
 		Plugins:      []string{"annotate", "dirstore"},
 		CABundle:     "/etc/ssl/certs/ca-certificates.crt",
+		Busybox:      "/bin/busybox",
 	})
 	var out strings.Builder
 	for _, s := range specs {
