@@ -71,6 +71,10 @@ type run struct {
 	// volumeInfos record the volumes restored from them.
 	snapshots   map[string]volumefiles.Snapshot
 	volumeInfos []volumefiles.RestoreVolumeInfo
+	// reprovisioned holds the stored PVs left out so that their claims get
+	// new volumes (provisionAnew); PVs are restored before claims, so the
+	// set is complete when the first claim is restored.
+	reprovisioned map[string]bool
 	// snapshotters are the locations' VolumeSnapshotters, by location.
 	snapshotters   map[string]snapshotterResult
 	snapshottersMu sync.Mutex
@@ -282,6 +286,9 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 		r.record(obj, "skipped")
 		return obj.GetName(), false
 	}
+	if gr == grPVs && r.provisionAnew(obj) {
+		return obj.GetName(), false
+	}
 	if gr == grPVs {
 		withData, err := r.restoreVolumeData(ctx, obj)
 		if err != nil {
@@ -306,6 +313,9 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 		// created in the namespace the mapping gives its path, as Velero
 		// does: the filters admitted that namespace, not another.
 		obj.SetNamespace(ns)
+	}
+	if gr == grPVCs {
+		r.unbindFromUnrestoredVolume(obj)
 	}
 	if info.Namespaced {
 		if err := r.ensureNamespace(ctx, ns); err != nil {

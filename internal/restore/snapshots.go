@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
@@ -111,4 +112,49 @@ func iopsText(iops *int64) string {
 		return "0"
 	}
 	return fmt.Sprint(*iops)
+}
+
+// provisionAnew reports whether the stored PV pv is left out of the
+// restore so that its claim gets a new volume, and records it if so.
+// Velero's rule: a PV with no snapshot to restore and reclaim policy
+// Delete (what a provisioner's volumes have) is not recreated; its claim
+// is restored without spec.volumeName, and the target cluster binds it to
+// a volume of its own (a provisioner's, or an available PV that matches).
+// Recreating the PV would point a second claim at the source's volume,
+// or, in the cluster the backup came from, wait forever for a volume
+// still bound to the original claim. A PV with reclaim policy Retain is
+// restored as it was, as Velero does: someone keeps that volume on
+// purpose.
+func (r *run) provisionAnew(pv *unstructured.Unstructured) bool {
+	if _, ok := r.snapshots[pv.GetName()]; ok {
+		return false
+	}
+	policy, _, _ := unstructured.NestedString(pv.Object, "spec", "persistentVolumeReclaimPolicy")
+	if policy != string(corev1.PersistentVolumeReclaimDelete) {
+		return false
+	}
+	r.mu.Lock()
+	if r.reprovisioned == nil {
+		r.reprovisioned = map[string]bool{}
+	}
+	r.reprovisioned[pv.GetName()] = true
+	r.mu.Unlock()
+	r.log.Info("persistent volume not restored: the backup holds no snapshot of it and its reclaim policy is Delete, so its claim is restored without spec.volumeName to get a new volume",
+		"persistentVolume", pv.GetName())
+	r.record(pv, "skipped")
+	return true
+}
+
+// unbindFromUnrestoredVolume removes a claim's spec.volumeName when
+// provisionAnew left that volume out.
+func (r *run) unbindFromUnrestoredVolume(pvc *unstructured.Unstructured) {
+	volume, _, _ := unstructured.NestedString(pvc.Object, "spec", "volumeName")
+	r.mu.Lock()
+	anew := volume != "" && r.reprovisioned[volume]
+	r.mu.Unlock()
+	if !anew {
+		return
+	}
+	unstructured.RemoveNestedField(pvc.Object, "spec", "volumeName")
+	r.log.Info("claim restored without spec.volumeName, to get a new volume", "namespace", pvc.GetNamespace(), "name", pvc.GetName(), "persistentVolume", volume)
 }

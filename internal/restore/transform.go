@@ -27,9 +27,10 @@ var (
 	grCRDs       = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
 )
 
-// pvcBindingAnnotations are written by the PV controller of the source
-// cluster; left in place they would stop the target's from binding.
-var pvcBindingAnnotations = []string{
+// bindingAnnotations are written on claims and volumes by the PV
+// controller of the source cluster; left in place they would stop the
+// target's from binding.
+var bindingAnnotations = []string{
 	"pv.kubernetes.io/bind-completed", "pv.kubernetes.io/bound-by-controller",
 	"volume.kubernetes.io/selected-node",
 }
@@ -114,12 +115,9 @@ func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupRes
 	case grPods:
 		unstructured.RemoveNestedField(obj.Object, "spec", "nodeName")
 	case grPVCs:
-		annotations := obj.GetAnnotations()
-		for _, a := range pvcBindingAnnotations {
-			delete(annotations, a)
-		}
-		obj.SetAnnotations(emptyToNil(annotations))
+		dropBindingAnnotations(obj)
 	case grPVs:
+		dropBindingAnnotations(obj)
 		unstructured.RemoveNestedField(obj.Object, "spec", "claimRef", "uid")
 		unstructured.RemoveNestedField(obj.Object, "spec", "claimRef", "resourceVersion")
 		if ns, ok, _ := unstructured.NestedString(obj.Object, "spec", "claimRef", "namespace"); ok {
@@ -143,6 +141,14 @@ func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupRes
 			unstructured.RemoveNestedField(obj.Object, "spec", "selector")
 		}
 	}
+}
+
+func dropBindingAnnotations(obj *unstructured.Unstructured) {
+	annotations := obj.GetAnnotations()
+	for _, a := range bindingAnnotations {
+		delete(annotations, a)
+	}
+	obj.SetAnnotations(emptyToNil(annotations))
 }
 
 // prepareService drops the addresses the source cluster allocated: the

@@ -3,8 +3,10 @@ package restore
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -185,5 +187,89 @@ func TestOwnerReferencesFollowRestoredOwners(t *testing.T) {
 	}
 	if len(cm.OwnerReferences) != 0 {
 		t.Errorf("a reference to an owner that was not restored was kept: %+v", cm.OwnerReferences)
+	}
+}
+
+// TestAVolumeWithoutDataToRestoreIsProvisionedAnew follows Velero's rule for a
+// PV the backup holds no snapshot of: with reclaim policy Delete (what a
+// provisioner's volumes have) the PV is not restored and its claim loses
+// spec.volumeName, so the target cluster gives the claim a volume of its
+// own, instead of a claim that waits forever for a volume bound elsewhere
+// (the source's, when restoring into a mapped namespace of the same
+// cluster); with Retain the PV is restored as it was, bound to the claim.
+func TestAVolumeWithoutDataToRestoreIsProvisionedAnew(t *testing.T) {
+	w := newWorld(t)
+	from, to := uniq("vols-from"), uniq("vols-to")
+	pvItem := func(name, claim, policy string) []byte {
+		return veleroItem(t, map[string]any{"apiVersion": "v1", "kind": "PersistentVolume",
+			"metadata": map[string]any{"name": name, "uid": "pv-uid-" + name,
+				"annotations": map[string]any{"pv.kubernetes.io/bound-by-controller": "yes"}},
+			"spec": map[string]any{
+				"capacity": map[string]any{"storage": "1Gi"}, "accessModes": []any{"ReadWriteOnce"}, "storageClassName": "manual",
+				"hostPath": map[string]any{"path": "/data/" + name}, "persistentVolumeReclaimPolicy": policy,
+				"claimRef": map[string]any{"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": from, "name": claim, "uid": "claim-uid-" + claim},
+			},
+			"status": map[string]any{"phase": "Bound"},
+		})
+	}
+	claimItem := func(name, volume string) []byte {
+		return veleroItem(t, map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+			"metadata": map[string]any{"name": name, "namespace": from, "uid": "claim-uid-" + name,
+				"annotations": map[string]any{"pv.kubernetes.io/bind-completed": "yes"}},
+			"spec": map[string]any{"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "manual", "volumeName": volume,
+				"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}},
+			"status": map[string]any{"phase": "Bound"},
+		})
+	}
+	deletePV, retainPV := uniq("pv-delete"), uniq("pv-retain")
+	var buf bytes.Buffer
+	if err := archivetest.Tarball(&buf, []archivetest.Entry{
+		{Name: "metadata/version", Data: []byte("1.1.0\n")},
+		{Name: "resources/persistentvolumes/cluster/" + deletePV + ".json", Data: pvItem(deletePV, "scratch", "Delete")},
+		{Name: "resources/persistentvolumes/cluster/" + retainPV + ".json", Data: pvItem(retainPV, "keep", "Retain")},
+		{Name: "resources/persistentvolumeclaims/namespaces/" + from + "/scratch.json", Data: claimItem("scratch", deletePV)},
+		{Name: "resources/persistentvolumeclaims/namespaces/" + from + "/keep.json", Data: claimItem("keep", retainPV)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := w.putBackup(uniq("vols"), buf.Bytes())
+
+	rs, out := w.restore(b, v1.RestoreSpec{NamespaceMapping: map[string]string{from: to}})
+	if out.Phase != v1.RestorePhaseCompleted {
+		t.Fatalf("outcome %+v: %+v", out, w.results(rs))
+	}
+	if _, err := w.cs.CoreV1().PersistentVolumes().Get(ctx(t), deletePV, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the PV with reclaim policy Delete and no snapshot was restored (err %v); want a new volume for its claim instead", err)
+	}
+	scratch, err := w.cs.CoreV1().PersistentVolumeClaims(to).Get(ctx(t), "scratch", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scratch.Spec.VolumeName != "" {
+		t.Errorf("claim scratch still names volume %q, which was not restored; want no volumeName (a new volume)", scratch.Spec.VolumeName)
+	}
+	kept, err := w.cs.CoreV1().PersistentVolumes().Get(ctx(t), retainPV, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the PV with reclaim policy Retain was not restored: %v", err)
+	}
+	if ref := kept.Spec.ClaimRef; ref == nil || ref.Namespace != to || ref.Name != "keep" || ref.UID != "" {
+		t.Errorf("restored PV's claimRef %+v, want %s/keep without the old UID", ref, to)
+	}
+	if _, ok := kept.Annotations["pv.kubernetes.io/bound-by-controller"]; ok {
+		t.Errorf("restored PV keeps the source's binding annotation: %v", kept.Annotations)
+	}
+	keep, err := w.cs.CoreV1().PersistentVolumeClaims(to).Get(ctx(t), "keep", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keep.Spec.VolumeName != retainPV {
+		t.Errorf("claim keep names volume %q, want the restored %s", keep.Spec.VolumeName, retainPV)
+	}
+	list := map[string][]string{}
+	if err := w.store.GetGzipJSON(ctx(t), w.store.RestoreKey(rs.Name, storage.RestoreResourceListFile(rs.Name)), &list); err != nil {
+		t.Fatal(err)
+	}
+	if got := list["v1/PersistentVolume"]; !slices.Contains(got, deletePV+"(skipped)") || !slices.Contains(got, retainPV+"(created)") {
+		t.Errorf("resource list records %v, want %s skipped and %s created", got, deletePV, retainPV)
 	}
 }
