@@ -7,7 +7,7 @@ BIN := bin/lifeboat
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/lifeboat-io/lifeboat/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools node-tools clean image image-deps
+.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools node-tools clean image image-deps need-root
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lifeboat
@@ -106,8 +106,16 @@ cluster: tools node-tools
 	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) \
 	  $(GO) run ./hack/localcluster --node --images bin/images --kubeconfig .lifeboat/kubeconfig
 
-demo: build
-	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) hack/demo.sh
+# The demo (hack/demo.sh): a real node (needs root, like `make cluster`) with
+# this machine's images, Lifeboat installed in it with two example plugins, a
+# stateful app backed up with a custom volume action, restored into a copy
+# whose pod runs, and the backup deleted. Builds what it needs first.
+demo: need-root node-tools tools image-deps build
+	$(MAKE) image IMAGE_PLATFORMS=local
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) hack/demo.sh
+
+need-root:
+	@[[ $$(id -u) -eq 0 ]] || { echo "this target runs a real node (kubelet, containerd) and needs root: sudo make $(MAKECMDGOALS)" >&2; exit 1; }
 
 bench: build
 	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) bench/run.sh
