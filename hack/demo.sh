@@ -390,15 +390,20 @@ note "The Receipts are gone (example.io/cleanup), and so are the backup's files,
 kubectl get ns demo-app-copy
 
 step "Stopping the node"
+node_root=$(sed -n 's/^localnode: starting a real node .* in \(\/.*\)$/\1/p' "$state/node.log")
+[[ -n $node_root ]] || fail "node.log does not say where the node kept its files"
 stop_node
-note "It removed its processes, pods, mounts, bridge lifeboat0, iptables chains and its directory under /tmp."
+note "It stopped its processes and pods and removed their mounts, the bridge lifeboat0, its iptables chains and $node_root."
+[[ ! -e $node_root ]] || fail "$node_root is still there"
+if pgrep -f "$node_root" >/dev/null; then fail "processes of the node are still running: $(pgrep -af "$node_root")"; fi
+if grep -q "$node_root" /proc/mounts; then fail "mounts of the node are still there: $(grep "$node_root" /proc/mounts)"; fi
 if ! flock -n /run/lifeboat-node/lock true 2>/dev/null; then
-  note "(another local node has started since; the checks below are skipped)"
+  note "checked: no process, mount or file of the node is left (another local node has started since, so the" \
+    "machine-wide bridge and iptables checks are skipped)"
 else
   if ip link show lifeboat0 >/dev/null 2>&1; then fail "bridge lifeboat0 is still there"; fi
   if iptables-save 2>/dev/null | grep -q '^:\(KUBE\|CNI\)-'; then fail "KUBE-/CNI- iptables chains are still there"; fi
-  if grep -q lifeboat-node /proc/mounts; then fail "mounts of the node are still there"; fi
-  note "checked: no bridge lifeboat0, no KUBE-/CNI- iptables chains, no mounts of the node."
+  note "checked: no process, mount or file of the node, no bridge lifeboat0, no KUBE-/CNI- iptables chain is left."
 fi
 echo "What remains is on disk, in .lifeboat/demo only:"
 (cd "$state" && find . -maxdepth 3 | sort | sed 's/^/   /')

@@ -1,5 +1,6 @@
 // Package localcluster runs a real kube-apiserver with etcd on this machine,
-// for the tests, the demo and `make cluster`. The binaries are built once by
+// for the tests and benchmarks that need no pod (internal/localnode runs
+// pods, for `make cluster` and the demo). The binaries are built once by
 // hack/cluster-bins.sh; controller-runtime's envtest starts them and creates
 // an admin user. No controllers run, so namespaces never finish terminating:
 // users of this package should create unique namespaces.
