@@ -5,12 +5,10 @@
 package incluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/lifeboat-io/lifeboat/internal/cli"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/localnode"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/clitest"
 )
 
 var (
@@ -80,25 +78,14 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// lifeboat runs the CLI as the cluster's admin.
-func lifeboat(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := cli.NewRootCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetIn(strings.NewReader(""))
-	cmd.SetArgs(append([]string{"--kubeconfig", node.Kubeconfig}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		t.Fatalf("lifeboat %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
-}
-
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return c
+}
+
+// lifeboat runs the CLI as the cluster's admin.
+func lifeboat(t *testing.T, args ...string) string {
+	t.Helper()
+	return clitest.Must(t, node.Kubeconfig, args...)
 }
