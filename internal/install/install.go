@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -557,4 +558,27 @@ func (o Options) deployment() (*appsv1.Deployment, error) {
 func withSelector(labels map[string]string) map[string]string {
 	maps.Copy(labels, ServerSelector())
 	return labels
+}
+
+// ServerIdentity is the server's service account and every RBAC object
+// install makes for it: what a server outside the cluster needs to run
+// with exactly the permissions it would have inside (see
+// ServiceAccountConfig).
+func ServerIdentity(namespace string, restoreRBAC bool) []client.Object {
+	o := Options{Namespace: namespace, RestoreRBAC: restoreRBAC}
+	return append([]client.Object{o.serviceAccount()}, o.rbac()...)
+}
+
+// ServiceAccountConfig is cfg acting as the server's service account in
+// namespace (impersonation; cfg's user must be allowed to impersonate):
+// a server run with it outside the cluster is refused whatever install
+// does not grant, as it would be inside.
+func ServiceAccountConfig(cfg *rest.Config, namespace string) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{
+		// How the API server names a service account's user and groups.
+		UserName: "system:serviceaccount:" + namespace + ":" + ServerName,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	return c
 }

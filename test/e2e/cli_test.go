@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,30 +11,8 @@ import (
 
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/cli"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/clitest"
 )
-
-// lifeboat runs the CLI as a user would, against the test cluster.
-func lifeboat(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := cli.NewRootCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(append([]string{"--kubeconfig", env.Kubeconfig, "-n", env.Namespace}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err := cmd.ExecuteContext(ctx)
-	return out.String(), err
-}
-
-func mustLifeboat(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := lifeboat(t, args...)
-	if err != nil {
-		t.Fatalf("lifeboat %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
 
 func TestCLIBackupWorkflow(t *testing.T) {
 	storeDir := filepath.Join(t.TempDir(), "store")
@@ -132,4 +109,15 @@ func TestCLIErrorsNameTheProblem(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") || !strings.Contains(err.Error(), "kubeconfig") {
 		t.Errorf("unreachable cluster: %v", err)
 	}
+}
+
+// lifeboat runs the CLI as a user would, against the test cluster.
+func lifeboat(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return clitest.Run(env.Kubeconfig, nil, append([]string{"-n", env.Namespace}, args...)...)
+}
+
+func mustLifeboat(t *testing.T, args ...string) string {
+	t.Helper()
+	return clitest.Must(t, env.Kubeconfig, append([]string{"-n", env.Namespace}, args...)...)
 }

@@ -146,9 +146,13 @@ func (w *delWorld) createLocation() {
 }
 
 func (w *delWorld) startServer() {
+	cfg, err := env.ServerConfig(w.opts.Namespace)
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- server.Run(ctx, env.Config, w.opts) }()
+	go func() { done <- server.Run(ctx, cfg, w.opts) }()
 	w.stop = func() {
 		cancel()
 		if err := <-done; !testenv.IsCleanExit(err) {

@@ -21,14 +21,7 @@ import (
 
 // serverConfig is cfg acting as the server's service account in ns, as
 // the server's pod does.
-func serverConfig(ns string) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + install.ServerName,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-	}
-	return c
-}
+func serverConfig(ns string) *rest.Config { return install.ServiceAccountConfig(cfg, ns) }
 
 func serverClient(t *testing.T, ns string) client.Client {
 	t.Helper()

@@ -5,21 +5,19 @@
 package install
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lifeboat-io/lifeboat/internal/cli"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/clitest"
 )
 
 var (
@@ -62,32 +60,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// lifeboat runs the CLI as the cluster's admin, with no terminal.
-func lifeboat(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := cli.NewRootCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetIn(strings.NewReader(""))
-	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err := cmd.ExecuteContext(ctx)
-	return out.String(), err
-}
-
-func mustLifeboat(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := lifeboat(t, args...)
-	if err != nil {
-		t.Fatalf("lifeboat %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
+}
+
+// lifeboat runs the CLI as the cluster's admin, with no terminal.
+func lifeboat(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return clitest.Run(kubeconfig, nil, args...)
+}
+
+func mustLifeboat(t *testing.T, args ...string) string {
+	t.Helper()
+	return clitest.Must(t, kubeconfig, args...)
 }

@@ -38,8 +38,12 @@ func TestServerRefusesAnInvalidPlugin(t *testing.T) {
 			opts.PluginDir = dir
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
+			cfg, err := env.ServerConfig(opts.Namespace)
+			if err != nil {
+				t.Fatal(err)
+			}
 			start := time.Now()
-			err := server.Run(ctx, env.Config, opts)
+			err = server.Run(ctx, cfg, opts)
 			if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("server.Run = %v, want an error naming %s and saying %q", err, bad, tc.want)
 			}

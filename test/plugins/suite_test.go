@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-io/lifeboat/internal/cli"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/clitest"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
 )
 
@@ -175,39 +175,6 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// lifeboat runs the CLI as a user would, against the test cluster, with
-// nothing on standard input.
-func lifeboat(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	return lifeboatWithInput(t, strings.NewReader(""), args...)
-}
-
-// lifeboatWithInput runs the CLI with stdin as its standard input. Without
-// SetIn the command would read the test binary's own stdin, which is a
-// terminal when go test runs in one, and a prompt would hang the test.
-func lifeboatWithInput(t *testing.T, stdin io.Reader, args ...string) (string, error) {
-	t.Helper()
-	cmd := cli.NewRootCommand()
-	var out bytes.Buffer
-	cmd.SetIn(stdin)
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(append([]string{"--kubeconfig", env.Kubeconfig, "-n", env.Namespace}, args...))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err := cmd.ExecuteContext(ctx)
-	return out.String(), err
-}
-
-func mustLifeboat(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := lifeboat(t, args...)
-	if err != nil {
-		t.Fatalf("lifeboat %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
 // The tests' own plugin host over the same plugin dir: it calls plugins
 // directly, apart from any backup or deletion (a DeleteItemAction twice on
 // the same items, to check a retry), and runs the storage conformance suite
@@ -234,4 +201,21 @@ func closeHost() {
 	if host != nil {
 		host.Close()
 	}
+}
+
+// lifeboat runs the CLI as a user would, against the test cluster.
+func lifeboat(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return lifeboatWithInput(t, nil, args...)
+}
+
+// lifeboatWithInput runs the CLI with stdin as its standard input.
+func lifeboatWithInput(t *testing.T, stdin io.Reader, args ...string) (string, error) {
+	t.Helper()
+	return clitest.Run(env.Kubeconfig, stdin, append([]string{"-n", env.Namespace}, args...)...)
+}
+
+func mustLifeboat(t *testing.T, args ...string) string {
+	t.Helper()
+	return clitest.Must(t, env.Kubeconfig, append([]string{"-n", env.Namespace}, args...)...)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/install"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
 	"github.com/lifeboat-io/lifeboat/internal/server"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/s3server"
@@ -130,8 +132,13 @@ func (e *Env) StartServer() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stopServer = cancel
 	e.serverDone = make(chan error, 1)
+	cfg, err := e.ServerConfig(e.Namespace)
+	if err != nil {
+		cancel()
+		return err
+	}
 	go func() {
-		err := server.Run(ctx, e.Config, opts)
+		err := server.Run(ctx, cfg, opts)
 		if !IsCleanExit(err) {
 			// A test waiting on the server would otherwise only time out.
 			fmt.Fprintln(os.Stderr, "lifeboat server exited:", err)
@@ -139,6 +146,53 @@ func (e *Env) StartServer() error {
 		e.serverDone <- err
 	}()
 	return nil
+}
+
+// ServerConfig is the config a Lifeboat server serving namespace runs
+// with in the tests: install's service account, with exactly the
+// permissions install grants it (applied here, idempotently) plus
+// testGrants, so that a call the server's RBAC does not allow fails the
+// test that makes it, as it would fail in a cluster.
+func (e *Env) ServerConfig(namespace string) (*rest.Config, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	objs := install.ServerIdentity(namespace, true)
+	objs = append(objs, testGrants(namespace)...)
+	for _, obj := range objs {
+		u, err := install.Manifest(obj)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.Client.Patch(ctx, u, client.Apply, client.FieldOwner("lifeboat-tests"), client.ForceOwnership); err != nil {
+			return nil, fmt.Errorf("granting the server's service account in %s: %s %s: %w", namespace, u.GetKind(), u.GetName(), err)
+		}
+	}
+	return install.ServiceAccountConfig(e.Config, namespace), nil
+}
+
+// testGrants are the permissions an operator adds for what the tests
+// configure: the labelled-resource cleanup of ConfigMaps and of the cleanup
+// example's receipts (an aggregated ClusterRole in a cluster; bound
+// directly here, since no controller aggregates roles on the tests' API
+// server).
+func testGrants(namespace string) []client.Object {
+	name := "lifeboat-tests-cleanup-" + namespace
+	return []client.Object{
+		&rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"delete"}},
+				{APIGroups: []string{"example.lifeboat.io", "example.io"}, Resources: []string{"receipts"}, Verbs: []string{"delete"}},
+			},
+		},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: install.ServerName, Namespace: namespace}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		},
+	}
 }
 
 // StopServer stops the in-process server and waits for it.
