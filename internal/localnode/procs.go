@@ -93,7 +93,10 @@ func (n *Node) waitFor(what string, timeout time.Duration, check func() (bool, e
 		last = err
 		for _, p := range n.procs {
 			if done, perr := p.exited(); done {
-				return fmt.Errorf("waiting for %s: %s exited (%v); the end of its log:\n%s", what, p.name, perr, tail(filepath.Join(n.dirs.logs, p.name+".log"), 15))
+				if perr == nil {
+					perr = errors.New("exit status 0")
+				}
+				return fmt.Errorf("waiting for %s: %s exited (%w); the end of its log:\n%s", what, p.name, perr, tail(filepath.Join(n.dirs.logs, p.name+".log"), 15))
 			}
 		}
 		if time.Now().After(deadline) {
