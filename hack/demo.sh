@@ -121,7 +121,8 @@ if [[ -e /run/lifeboat-node/lock ]] && ! flock -n /run/lifeboat-node/lock true; 
   note "Another local node runs on this machine (one at a time); this start waits until it stops."
 fi
 go build -o bin/lifeboat-localcluster ./hack/localcluster
-bin/lifeboat-localcluster --node --images bin/images --kubeconfig "$KUBECONFIG" >"$state/node.log" 2>&1 &
+: >"$state/node.log" # before the loop below reads it: the background job opens it when it gets to run
+bin/lifeboat-localcluster --node --images bin/images --kubeconfig "$KUBECONFIG" >>"$state/node.log" 2>&1 &
 node_pid=$!
 until grep -q '^ready$' "$state/node.log"; do
   if ! kill -0 "$node_pid" 2>/dev/null; then
