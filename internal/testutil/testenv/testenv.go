@@ -163,7 +163,7 @@ func (e *Env) ServerConfig(namespace string) (*rest.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := e.Client.Patch(ctx, u, client.Apply, client.FieldOwner("lifeboat-tests"), client.ForceOwnership); err != nil {
+		if err := e.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("lifeboat-tests"), client.ForceOwnership); err != nil {
 			return nil, fmt.Errorf("granting the server's service account in %s: %s %s: %w", namespace, u.GetKind(), u.GetName(), err)
 		}
 	}
