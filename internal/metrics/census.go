@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
 
 // Census is what exists in the server's namespace now.
@@ -103,4 +105,22 @@ func (c *censusCollector) Collect(ch chan<- prometheus.Metric) {
 	for schedule, t := range c.lastSuccess {
 		ch <- prometheus.MustNewConstMetric(c.lastSuccessDesc, prometheus.GaugeValue, float64(t.Unix()), schedule)
 	}
+}
+
+// CensusOf counts backups and restores as Velero's recount does: every
+// Backup and Restore, and per schedule label value ("" for backups made
+// by hand) the completion time of the newest Completed backup.
+func CensusOf(backups []v1.Backup, restores int) Census {
+	c := Census{Backups: len(backups), Restores: restores, NewestCompleted: map[string]time.Time{}}
+	for i := range backups {
+		b := &backups[i]
+		if b.Status.Phase != v1.BackupPhaseCompleted || b.Status.CompletionTimestamp == nil {
+			continue
+		}
+		schedule := b.Labels[v1.ScheduleNameLabel]
+		if t := b.Status.CompletionTimestamp.Time; t.After(c.NewestCompleted[schedule]) {
+			c.NewestCompleted[schedule] = t
+		}
+	}
+	return c
 }

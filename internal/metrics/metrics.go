@@ -69,9 +69,9 @@ func csiCounter(name, help string) *prometheus.CounterVec {
 type set struct {
 	// Velero's, by what they count.
 	backupAttempts, backupSuccesses, backupPartialFailures, backupFailures, backupValidationFailures *prometheus.CounterVec
-	backupWarnings                                                                                  *prometheus.CounterVec
-	backupDuration                                                                                  *prometheus.HistogramVec
-	backupLastStatus, backupTarballBytes, backupItems, backupItemErrors                             *prometheus.GaugeVec
+	backupWarnings                                                                                   *prometheus.CounterVec
+	backupDuration                                                                                   *prometheus.HistogramVec
+	backupLastStatus, backupTarballBytes, backupItems, backupItemErrors                              *prometheus.GaugeVec
 
 	volumeSnapshotAttempts, volumeSnapshotSuccesses, volumeSnapshotFailures *prometheus.CounterVec
 	csiSnapshotAttempts, csiSnapshotSuccesses, csiSnapshotFailures          *prometheus.CounterVec

@@ -3,12 +3,14 @@ package metrics
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
@@ -430,4 +432,31 @@ func TestCensus(t *testing.T) {
 		velero_backup_last_successful_timestamp{schedule=""} 1.7723628e+09
 		velero_backup_last_successful_timestamp{schedule="daily"} 1.7723592e+09
 	`, names...)
+}
+
+// TestCensusOf: every backup counts; the newest Completed one per schedule
+// label gives the last success time, other phases and backups without a
+// completion time do not.
+func TestCensusOf(t *testing.T) {
+	at := func(d time.Duration) *metav1.Time { tm := metav1.NewTime(clock.Add(d)); return &tm }
+	backup := func(schedule string, phase v1.BackupPhase, done *metav1.Time) v1.Backup {
+		b := v1.Backup{Status: v1.BackupStatus{Phase: phase, CompletionTimestamp: done}}
+		if schedule != "" {
+			b.Labels = map[string]string{v1.ScheduleNameLabel: schedule}
+		}
+		return b
+	}
+	got := CensusOf([]v1.Backup{
+		backup("", v1.BackupPhaseCompleted, at(-3*time.Hour)),
+		backup("", v1.BackupPhaseCompleted, at(-time.Hour)),
+		backup("", v1.BackupPhaseFailed, at(0)),
+		backup("daily", v1.BackupPhasePartiallyFailed, at(0)),
+		backup("daily", v1.BackupPhaseCompleted, at(-2*time.Hour)),
+		backup("weekly", v1.BackupPhaseCompleted, nil),
+		backup("weekly", v1.BackupPhaseInProgress, nil),
+	}, 4)
+	want := Census{Backups: 7, Restores: 4, NewestCompleted: map[string]time.Time{"": clock.Add(-time.Hour), "daily": clock.Add(-2 * time.Hour)}}
+	if got.Backups != want.Backups || got.Restores != want.Restores || !maps.EqualFunc(got.NewestCompleted, want.NewestCompleted, time.Time.Equal) {
+		t.Errorf("CensusOf = %+v, want %+v", got, want)
+	}
 }
