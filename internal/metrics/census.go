@@ -24,14 +24,25 @@ type CensusFunc func(context.Context) (Census, error)
 // censusTimeout bounds one census, taken while a scrape waits.
 const censusTimeout = 10 * time.Second
 
-// SetCensus sets how the server counts what exists: the server that acts
-// on the namespace sets it, and sets nil when it stops acting. Without one
+// UseCensus sets how the server counts what exists, until stop is called:
+// the server that acts on the namespace sets it while it acts. Without one
 // (a standby), velero_backup_total and velero_restore_total are not
-// served.
-func SetCensus(f CensusFunc) {
-	m.census.mu.Lock()
-	defer m.census.mu.Unlock()
-	m.census.take = f
+// served. stop leaves a census set since by another server of the same
+// process (the tests run several) in place.
+func UseCensus(f CensusFunc) (stop func()) {
+	c := m.census
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owner++
+	owner := c.owner
+	c.take = f
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.owner == owner {
+			c.take = nil
+		}
+	}
 }
 
 // newCensus serves velero_backup_total, velero_restore_total and
@@ -51,6 +62,8 @@ func newCensus() *censusCollector {
 type censusCollector struct {
 	mu   sync.Mutex
 	take CensusFunc
+	// owner tells the latest UseCensus from earlier ones.
+	owner int
 	// lastSuccess is kept, like Velero's gauge, after the backups it came
 	// from are deleted: an alert on its age must go on firing.
 	lastSuccess map[string]time.Time

@@ -402,8 +402,8 @@ func TestCensus(t *testing.T) {
 	older, newer := clock.Add(-2*time.Hour), clock.Add(-time.Hour)
 	current := Census{Backups: 3, Restores: 1, NewestCompleted: map[string]time.Time{"": newer, "daily": older}}
 	var fail error
-	SetCensus(func(context.Context) (Census, error) { return current, fail })
-	t.Cleanup(func() { SetCensus(nil) })
+	stop := UseCensus(func(context.Context) (Census, error) { return current, fail })
+	t.Cleanup(stop)
 	compare(t, reg, `
 		# TYPE velero_backup_total gauge
 		velero_backup_total 3
@@ -458,5 +458,21 @@ func TestCensusOf(t *testing.T) {
 	want := Census{Backups: 7, Restores: 4, NewestCompleted: map[string]time.Time{"": clock.Add(-time.Hour), "daily": clock.Add(-2 * time.Hour)}}
 	if got.Backups != want.Backups || got.Restores != want.Restores || !maps.EqualFunc(got.NewestCompleted, want.NewestCompleted, time.Time.Equal) {
 		t.Errorf("CensusOf = %+v, want %+v", got, want)
+	}
+}
+
+// TestUseCensusStop: stopping an earlier census leaves a later one.
+func TestUseCensusStop(t *testing.T) {
+	reg := fresh(t)
+	stopFirst := UseCensus(func(context.Context) (Census, error) { return Census{Backups: 1}, nil })
+	stopSecond := UseCensus(func(context.Context) (Census, error) { return Census{Backups: 2}, nil })
+	stopFirst()
+	compare(t, reg, `
+		# TYPE velero_backup_total gauge
+		velero_backup_total 2
+	`, "velero_backup_total")
+	stopSecond()
+	if n, err := testutil.GatherAndCount(reg, "velero_backup_total"); err != nil || n != 0 {
+		t.Errorf("after both stopped: %d series (err %v), want none", n, err)
 	}
 }

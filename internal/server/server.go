@@ -250,9 +250,9 @@ func leading(opts Options, log *slog.Logger, take metrics.CensusFunc) manager.Ru
 			log.Info("this server is the leader: its controllers start", "lease", opts.Namespace+"/"+LeaderElectionID)
 		}
 		metrics.Leader.Set(1)
-		metrics.SetCensus(take)
+		stopCensus := metrics.UseCensus(take)
 		<-ctx.Done()
-		metrics.SetCensus(nil)
+		stopCensus()
 		metrics.Leader.Set(0)
 		return nil
 	}
