@@ -184,7 +184,7 @@ func TestVeleroMetricsAndEvents(t *testing.T) {
 
 	// Events: what happened to each object, with the reasons `kubectl
 	// describe` shows.
-	srv.events(t, map[string][]string{
+	waitForEvents(t, ns, map[string][]string{
 		"Backup/" + manual.Name:           {"Normal BackupStarted", "Normal BackupCompleted"},
 		"Backup/" + nightly.Name:          {"Normal BackupStarted", "Normal BackupCompleted"},
 		"Backup/" + brokenBackup.Name:     {"Normal BackupStarted", "Warning BackupFailed"},
@@ -567,16 +567,17 @@ func (m *metricsServer) archiveSize(t *testing.T, b *v1.Backup) int64 {
 	return fi.Size()
 }
 
-// events waits until each object ("Kind/name") has at least the events
-// want lists ("Type Reason"), and each note in notes is in one of the
-// object's events.
-func (m *metricsServer) events(t *testing.T, want map[string][]string, notes map[string]string) {
+// waitForEvents waits until each object ("Kind/name") of namespace ns has
+// at least the events want lists ("Type Reason"), all reported by
+// Lifeboat, and checks that each note in notes is in one of the object's
+// events.
+func waitForEvents(t *testing.T, ns string, want map[string][]string, notes map[string]string) {
 	t.Helper()
 	var have map[string][]string
 	var text map[string]string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var list eventsv1.EventList
-		if err := env.Client.List(ctx, &list, client.InNamespace(m.ns)); err != nil {
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		have, text = map[string][]string{}, map[string]string{}
@@ -598,7 +599,11 @@ func (m *metricsServer) events(t *testing.T, want map[string][]string, notes map
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("events: %v\nhave %v", err, have)
+		got := map[string][]string{}
+		for key := range want {
+			got[key] = have[key]
+		}
+		t.Fatalf("events: %v\nwant %v\nhave %v", err, want, got)
 	}
 	for key, note := range notes {
 		if !strings.Contains(text[key], note) {
