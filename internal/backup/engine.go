@@ -100,6 +100,9 @@ type Outcome struct {
 	// storage location; NameTaken: because another backup of that name is
 	// stored there.
 	StoredNothing, NameTaken bool
+	// TarballBytes is the size of the archive written, compressed
+	// (velero_backup_tarball_size_bytes).
+	TarballBytes int64
 }
 
 // Run backs up what b's spec selects into store. b must carry the status the
@@ -159,6 +162,8 @@ type run struct {
 
 	// wrote is set once the run starts writing to the store.
 	wrote bool
+	// tarballBytes counts the compressed archive as it is written.
+	tarballBytes int64
 }
 
 func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
@@ -198,6 +203,7 @@ func (r *run) execute(ctx context.Context) Outcome {
 		out.Phase = v1.BackupPhaseCompleted
 	}
 	out.Operations = len(r.operations)
+	out.TarballBytes = r.tarballBytes
 	out.VolumeSnapshotsAttempted = len(r.snapshots)
 	for _, s := range r.snapshots {
 		if s.Status.Phase == volumefiles.SnapshotPhaseCompleted {
@@ -255,7 +261,7 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 		uploadDone <- err
 	}()
 
-	werr := r.writeArchive(ctx, p, pw)
+	werr := r.writeArchive(ctx, p, &countingWriter{w: pw, n: &r.tarballBytes})
 	pw.CloseWithError(werr)
 	uerr := <-uploadDone
 	if werr != nil && errors.Is(uerr, werr) {
@@ -429,6 +435,18 @@ func (r *run) abandon(ctx context.Context, out Outcome) {
 	if err := r.putMetadata(cctx, out); err != nil {
 		r.e.Log.Error("uploading a failed backup's metadata", "backup", r.b.Namespace+"/"+r.b.Name, "error", err)
 	}
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	*c.n += int64(n)
+	return n, err
 }
 
 // existsError refuses a backup whose name is taken in the store. Nothing of

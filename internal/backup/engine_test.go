@@ -153,6 +153,15 @@ func TestRunCompletes(t *testing.T) {
 	if got := f.storedPhase(t, "ok"); got != v1.BackupPhaseCompleted {
 		t.Errorf("stored phase %s", got)
 	}
+	// The size velero_backup_tarball_size_bytes reports is the stored
+	// archive's.
+	fi, err := os.Stat(filepath.Join(f.dir, "p", "backups", "ok", "ok.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.TarballBytes != fi.Size() || out.TarballBytes == 0 {
+		t.Errorf("outcome's TarballBytes %d, the stored archive has %d bytes", out.TarballBytes, fi.Size())
+	}
 }
 
 func TestRunFailsCleanlyWhenTheArchiveUploadBreaks(t *testing.T) {

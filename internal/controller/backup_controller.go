@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/metrics"
 )
 
 // waitForOperationsBeforeDeletion is how often a deleted Backup whose
@@ -49,6 +51,8 @@ type BackupReconciler struct {
 	// the object then means what it means in Velero.
 	AddFinalizer bool
 	Log          *slog.Logger
+	// Events records the backups' phases as Kubernetes Events.
+	Events events.EventRecorder
 
 	// running holds the backups this process is executing, to tell a backup
 	// in progress here from one left InProgress by a server that died.
@@ -305,6 +309,8 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	}); err != nil {
 		return err
 	}
+	schedule := b.Labels[v1.ScheduleNameLabel]
+	metrics.BackupStarted(schedule)
 
 	var outcome backup.Outcome
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -324,6 +330,13 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 			}
 		})
 	}
+	// Counted as the run ends, whether or not the status write below
+	// succeeds: the store already says how it ended.
+	metrics.BackupRan(schedule, metrics.BackupRun{
+		Phase: outcome.Phase, Processed: !outcome.StoredNothing, Took: outcome.Completion.Sub(now.Time),
+		TarballBytes: outcome.TarballBytes, Items: outcome.Progress.TotalItems, Errors: outcome.Errors, Warnings: outcome.Warnings,
+		SnapshotsAttempted: outcome.VolumeSnapshotsAttempted, SnapshotsCompleted: outcome.VolumeSnapshotsCompleted,
+	})
 	return r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
 		tmp := v1.Backup{Status: *s}
 		backup.ApplyOutcome(&tmp, outcome)
@@ -333,7 +346,7 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 
 func (r *BackupReconciler) failValidation(ctx context.Context, b *v1.Backup, msgs []string) error {
 	r.Log.Info("backup failed validation", "backup", b.Namespace+"/"+b.Name, "errors", strings.Join(msgs, "; "))
-	return r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
+	err := r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
 		s.Phase = v1.BackupPhaseFailedValidation
 		s.ValidationErrors = msgs
 		now := metav1.Now()
@@ -349,11 +362,17 @@ func (r *BackupReconciler) failValidation(ctx context.Context, b *v1.Backup, msg
 			s.Expiration = &expiration
 		}
 	})
+	if err == nil {
+		// Once: a failed write is retried by validating again.
+		metrics.BackupValidationFailed(b.Labels[v1.ScheduleNameLabel])
+	}
+	return err
 }
 
 // patchStatus applies change to b's status and writes it (writeStatus),
-// conditions included.
+// conditions included, and records the new phase as an Event.
 func (r *BackupReconciler) patchStatus(ctx context.Context, b *v1.Backup, change func(*v1.BackupStatus)) error {
+	before := string(b.Status.Phase)
 	err := writeStatus(ctx, r.Client, r.APIReader, b, func() {
 		change(&b.Status)
 		setBackupConditions(b)
@@ -364,6 +383,7 @@ func (r *BackupReconciler) patchStatus(ctx context.Context, b *v1.Backup, change
 	if err != nil {
 		return fmt.Errorf("updating status of backup %s/%s: %w", b.Namespace, b.Name, err)
 	}
+	recordPhaseChange(r.Events, b, before)
 	return nil
 }
 

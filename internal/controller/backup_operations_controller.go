@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/itemops"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/metrics"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
@@ -36,6 +38,8 @@ type BackupOperationsReconciler struct {
 	// Frequency is how often pending operations are polled.
 	Frequency time.Duration
 	Log       *slog.Logger
+	// Events records the backups' phases as Kubernetes Events.
+	Events events.EventRecorder
 }
 
 func waitingForOperations(phase v1.BackupPhase) bool {
@@ -120,12 +124,19 @@ func (r *BackupOperationsReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 		r.Log.Info("asynchronous operations ended", "backup", req.String(), "phase", ended.Status.Phase, "completed", completed, "failed", failed)
 	}
+	before := string(b.Status.Phase)
 	if err := writeStatus(ctx, r.Client, r.APIReader, &b, func() { finish(&b) }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("updating status of backup %s: %w", req, err)
 	}
 	if pending > 0 {
 		return ctrl.Result{RequeueAfter: r.Frequency}, nil
 	}
+	var took time.Duration
+	if start := b.Status.StartTimestamp; start != nil {
+		took = now.Sub(start.Time)
+	}
+	metrics.BackupOperationsEnded(b.Labels[v1.ScheduleNameLabel], b.Status.Phase, took, failed, b.Status.Errors)
+	recordPhaseChange(r.Events, &b, before)
 	return ctrl.Result{}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -14,6 +15,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/metrics"
 )
 
 // BackupStorageLocationReconciler checks that each BackupStorageLocation's
@@ -42,6 +44,9 @@ func (r *BackupStorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) err
 func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var bsl v1.BackupStorageLocation
 	if err := r.Client.Get(ctx, req.NamespacedName, &bsl); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.BackupLocationRemoved(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	every := r.DefaultFrequency
@@ -52,6 +57,7 @@ func (r *BackupStorageLocationReconciler) Reconcile(ctx context.Context, req ctr
 	vctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	err := r.validate(vctx, &bsl)
+	metrics.BackupLocationChecked(bsl.Name, err == nil)
 
 	before := bsl.Status.Phase
 	now := metav1.Now()

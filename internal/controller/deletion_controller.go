@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -78,6 +79,9 @@ type DeleteBackupRequestReconciler struct {
 	// RequestTTL is how long a finished request is kept (default 24h).
 	RequestTTL time.Duration
 	Log        *slog.Logger
+	// Events records the requests' phases and failed attempts as
+	// Kubernetes Events.
+	Events events.EventRecorder
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 

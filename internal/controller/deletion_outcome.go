@@ -55,7 +55,7 @@ func (r *DeleteBackupRequestReconciler) begin(ctx context.Context, dbr *v1.Delet
 // It is counted before it runs: an attempt that crashes the server is an
 // attempt too, and a deletion that crashes it every time must end.
 func (r *DeleteBackupRequestReconciler) countAttempt(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, attempt int32) error {
-	metrics.BackupDeletionAttempts.WithLabelValues(b.Labels[v1.ScheduleNameLabel]).Inc()
+	metrics.BackupDeletionAttempted(b.Labels[v1.ScheduleNameLabel])
 	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
 		s.Attempts = attempt
 		s.NextAttemptTime = nil
@@ -88,11 +88,11 @@ func (r *DeleteBackupRequestReconciler) interrupted(ctx context.Context, dbr *v1
 // succeeded ends a request whose backup is gone.
 func (r *DeleteBackupRequestReconciler) succeeded(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result) error {
 	defer r.release(dbr)
-	schedule := b.Labels[v1.ScheduleNameLabel]
-	metrics.BackupDeletionSuccesses.WithLabelValues(schedule).Inc()
+	took := time.Duration(-1)
 	if start := dbr.Status.StartTimestamp; start != nil {
-		metrics.BackupDeletionDuration.WithLabelValues(schedule).Observe(r.now().Sub(start.Time).Seconds())
+		took = r.now().Sub(start.Time)
 	}
+	metrics.BackupDeletionSucceeded(b.Labels[v1.ScheduleNameLabel], took)
 	now := metav1.NewTime(r.now())
 	report := res.Report
 	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
@@ -143,8 +143,7 @@ func (r *DeleteBackupRequestReconciler) backupGone(ctx context.Context, dbr *v1.
 // failed records a failed attempt, puts the backup back in its phase, and
 // schedules the next attempt or ends the request.
 func (r *DeleteBackupRequestReconciler) failed(ctx context.Context, dbr *v1.DeleteBackupRequest, b *v1.Backup, res deletion.Result, attempt int32) (ctrl.Result, error) {
-	schedule := b.Labels[v1.ScheduleNameLabel]
-	metrics.BackupDeletionFailures.WithLabelValues(schedule).Inc()
+	metrics.BackupDeletionFailed(b.Labels[v1.ScheduleNameLabel])
 	retry := deletion.AfterFailure(res.Err, int(attempt), r.maxAttempts(), r.retryBase())
 	last, reason, delay := retry.Final, retry.Reason, retry.After
 	msgs := res.Messages()
@@ -181,6 +180,13 @@ func (r *DeleteBackupRequestReconciler) failed(ctx context.Context, dbr *v1.Dele
 		return ctrl.Result{}, nil
 	}
 	log.Warn("backup deletion attempt failed; retrying", "error", res.Err, "retryIn", delay)
+	// The last attempt's failure is the request's phase change; the
+	// others are recorded here, on the backup too, which stays.
+	retrying := kubeEvent{warning: true, reason: "DeletionAttemptFailed", action: actionDelete,
+		note: fmt.Sprintf("deletion of backup %s/%s (request %s): %s; attempt %d starts at %s",
+			b.Namespace, b.Name, dbr.Name, summary, attempt+1, next.UTC().Format(time.RFC3339))}
+	record(r.Events, dbr, retrying)
+	record(r.Events, b, retrying)
 	return ctrl.Result{RequeueAfter: delay}, nil
 }
 

@@ -14,8 +14,10 @@ import (
 )
 
 // patchStatus applies change to dbr's status, with the conditions derived
-// from the phase, and writes it (writeStatus).
+// from the phase, and writes it (writeStatus), and records the new phase
+// as an Event.
 func (r *DeleteBackupRequestReconciler) patchStatus(ctx context.Context, dbr *v1.DeleteBackupRequest, change func(*v1.DeleteBackupRequestStatus)) error {
+	before := string(dbr.Status.Phase)
 	err := writeStatus(ctx, r.Client, r.APIReader, dbr, func() {
 		change(&dbr.Status)
 		setRequestConditions(dbr)
@@ -26,6 +28,7 @@ func (r *DeleteBackupRequestReconciler) patchStatus(ctx context.Context, dbr *v1
 	if err != nil {
 		return fmt.Errorf("updating status of deletion request %s/%s: %w", dbr.Namespace, dbr.Name, err)
 	}
+	recordPhaseChange(r.Events, dbr, before)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,7 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/metrics"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 )
 
@@ -44,6 +46,8 @@ type RestoreReconciler struct {
 	Engine    *restore.Engine
 	Locations *locations.Resolver
 	Log       *slog.Logger
+	// Events records the restores' phases as Kubernetes Events.
+	Events events.EventRecorder
 
 	// running holds the restores this process is executing, to tell a
 	// restore in progress here from one left InProgress by a server that died.
@@ -125,10 +129,17 @@ func (r *RestoreReconciler) runRestore(ctx context.Context, rs *v1.Restore) erro
 	}); err != nil {
 		return err
 	}
+	// Velero's label: the schedule the restore names, not the backup's.
+	schedule := rs.Spec.ScheduleName
+	metrics.RestoreStarted(schedule)
 
 	// The engine logs the start and end of the restore; logging them here
 	// too would only double the lines.
 	outcome := r.execute(ctx, rs, b, bsl)
+	var ended v1.RestoreStatus
+	applyRestoreOutcome(&ended, outcome)
+	// Counted as the run ends, whether or not the status write succeeds.
+	metrics.RestoreEnded(schedule, ended.Phase)
 	return r.patchStatus(ctx, rs, func(s *v1.RestoreStatus) { applyRestoreOutcome(s, outcome) })
 }
 
@@ -309,17 +320,23 @@ func applyRestoreOutcome(s *v1.RestoreStatus, o restore.Outcome) {
 
 func (r *RestoreReconciler) failValidation(ctx context.Context, rs *v1.Restore, msgs []string) error {
 	r.Log.Info("restore failed validation", "restore", rs.Namespace+"/"+rs.Name, "errors", strings.Join(msgs, "; "))
-	return r.patchStatus(ctx, rs, func(s *v1.RestoreStatus) {
+	err := r.patchStatus(ctx, rs, func(s *v1.RestoreStatus) {
 		s.Phase = v1.RestorePhaseFailedValidation
 		s.ValidationErrors = slices.Clone(msgs)
 		now := metav1.Now()
 		s.CompletionTimestamp = &now
 	})
+	if err == nil {
+		// Once: a failed write is retried by validating again.
+		metrics.RestoreEnded(rs.Spec.ScheduleName, v1.RestorePhaseFailedValidation)
+	}
+	return err
 }
 
 // patchStatus applies change to rs's status and writes it (writeStatus),
-// conditions included.
+// conditions included, and records the new phase as an Event.
 func (r *RestoreReconciler) patchStatus(ctx context.Context, rs *v1.Restore, change func(*v1.RestoreStatus)) error {
+	before := string(rs.Status.Phase)
 	err := writeStatus(ctx, r.Client, r.APIReader, rs, func() {
 		change(&rs.Status)
 		setRestoreConditions(rs)
@@ -330,6 +347,7 @@ func (r *RestoreReconciler) patchStatus(ctx context.Context, rs *v1.Restore, cha
 	if err != nil {
 		return fmt.Errorf("updating status of restore %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
+	recordPhaseChange(r.Events, rs, before)
 	return nil
 }
 

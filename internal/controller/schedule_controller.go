@@ -23,6 +23,7 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/backup"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
+	"github.com/lifeboat-io/lifeboat/internal/metrics"
 	"github.com/lifeboat-io/lifeboat/internal/schedules"
 )
 
@@ -66,11 +67,19 @@ func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s v1.Schedule
 	if err := cluster.Call(ctx, func(ctx context.Context) error { return r.Client.Get(ctx, req.NamespacedName, &s) }); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.RemoveSchedule(v1.LabelValue(req.Name))
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if s.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
+	// Velero keys a schedule's series by its name; its backups carry the
+	// name as a label value, which is shortened past 63 characters. The
+	// label value is used here, so that the series a schedule starts are
+	// the ones its backups move (the same for names Velero can label).
+	metrics.InitSchedule(v1.LabelValue(s.Name))
 	orig := s.DeepCopy()
 	now := r.now()
 	// Re-validated every time: the spec may have been edited, and an Enabled

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
@@ -229,4 +230,52 @@ func TestScheduleReconcileFailedValidation(t *testing.T) {
 	if len(backupNames(t, c)) != 0 || res.RequeueAfter != 0 {
 		t.Errorf("an invalid schedule created backups or requeued")
 	}
+}
+
+// TestScheduleMetricSeries: a schedule's metric series exist at 0 once the
+// controller has seen it (paused too, as in Velero), and go with it.
+func TestScheduleMetricSeries(t *testing.T) {
+	c := newScheduleClient(t, &v1.Schedule{Spec: v1.ScheduleSpec{Schedule: "@every 1h", Paused: true}})
+	reconcileAt(t, c, base)
+	for _, name := range []string{"velero_backup_attempt_total", "velero_backup_failure_total", "velero_restore_attempt_total"} {
+		if v, ok := scheduleSeries(t, name, "s"); !ok || v != 0 {
+			t.Errorf("%s{schedule=\"s\"} = %v (present %v), want 0", name, v, ok)
+		}
+	}
+	if v, ok := scheduleSeries(t, "velero_backup_last_status", "s"); !ok || v != 1 {
+		t.Errorf("velero_backup_last_status{schedule=\"s\"} = %v (present %v), want 1", v, ok)
+	}
+	if err := c.Delete(context.Background(), readSchedule(t, c)); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAt(t, c, base)
+	if _, ok := scheduleSeries(t, "velero_backup_attempt_total", "s"); ok {
+		t.Error("velero_backup_attempt_total{schedule=\"s\"} is still served after the schedule was deleted")
+	}
+}
+
+// scheduleSeries reads the value of a counter or gauge series with the
+// given schedule label from the server's registry.
+func scheduleSeries(t *testing.T, name, schedule string) (float64, bool) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "schedule" && l.GetValue() == schedule {
+					if g := m.GetGauge(); g != nil {
+						return g.GetValue(), true
+					}
+					return m.GetCounter().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
 }

@@ -272,7 +272,7 @@ func (r *run) runTask(ctx context.Context, t task, actions []*action, progs []*p
 			item = api.NewRawItem(t.it.data).Unstructured()
 		}
 		err := execute(a, &api.DeleteItemActionExecuteInput{Item: item, Backup: r.in.Backup})
-		metrics.DeleteItemActionCalls.WithLabelValues(a.name, metrics.Result(err)).Inc()
+		metrics.DeleteItemActionCalled(a.name, err)
 		skipped := false
 		if err != nil {
 			de := v1.DeletionError{

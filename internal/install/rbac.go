@@ -116,10 +116,11 @@ func NamespaceGrants() []Grant {
 			Why: "get, update and patch on the Lease " + LeaseName + ": the leader renews it, standbys read it, and a server " +
 				"that stops releases it so a standby takes over at once",
 		},
-		// Leader election records events on the Lease.
+		// Leader election records events on the Lease; the controllers on
+		// the objects they act on.
 		{
 			Rule: rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
-			Why:  "create, patch and update on events in the server's namespace: leader election records when a server becomes the leader",
+			Why:  "create, patch and update on events in the server's namespace: leader election records when a server becomes the leader, and the server records what happens to Backups, Restores and DeleteBackupRequests (all in its namespace) for `kubectl describe` and `kubectl get events`",
 		},
 	}
 }

@@ -125,6 +125,10 @@ func WriteKubeconfig(cfg *rest.Config, path string) error {
 		ClientCertificateData: cfg.CertData,
 		ClientKeyData:         cfg.KeyData,
 		Token:                 cfg.BearerToken,
+		// A config that impersonates (a service account, in the tests)
+		// gives a kubeconfig that does too.
+		Impersonate:       cfg.Impersonate.UserName,
+		ImpersonateGroups: cfg.Impersonate.Groups,
 	}
 	kc.Contexts["lifeboat-local"] = &clientcmdapi.Context{Cluster: "lifeboat-local", AuthInfo: "admin"}
 	kc.CurrentContext = "lifeboat-local"

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
@@ -20,7 +21,7 @@ import (
 // newDeletionReconciler builds the DeleteBackupRequest controller and its
 // engine.
 func newDeletionReconciler(mgr ctrl.Manager, acc *cluster.Access, opts Options, plugins *pluginhost.Host,
-	resolver *locations.Resolver, log *slog.Logger) *controller.DeleteBackupRequestReconciler {
+	resolver *locations.Resolver, rec events.EventRecorder, log *slog.Logger) *controller.DeleteBackupRequestReconciler {
 	engine := &deletion.Engine{
 		Plugins:  plugins,
 		Cluster:  &deletion.APICluster{Access: acc, Namespace: opts.Namespace, Locations: resolver},
@@ -32,7 +33,7 @@ func newDeletionReconciler(mgr ctrl.Manager, acc *cluster.Access, opts Options, 
 	return &controller.DeleteBackupRequestReconciler{
 		Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Engine: engine,
 		MaxAttempts: opts.DeletionMaxAttempts, RetryBase: opts.DeletionRetryBase,
-		Log: log.With("controller", "deletebackuprequest"),
+		Log: log.With("controller", "deletebackuprequest"), Events: rec,
 	}
 }
 

@@ -92,7 +92,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating controller manager: %w", err)
 	}
-	if err := mgr.Add(leading(opts, log)); err != nil {
+	// The series of backups made by hand exist from the start, as in
+	// Velero; each schedule's start when its controller sees it.
+	metrics.InitSchedule("")
+	if err := mgr.Add(leading(opts, log, census(mgr.GetCache(), opts.Namespace))); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -159,18 +162,23 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	restoreEngine.WorkDir = work.Path()
 	restoreEngine.Limits = opts.ArchiveLimits
 	restoreEngine.SnapshotLocations = resolver
+	// Events go to the events.k8s.io API, reported by "lifeboat"; install's
+	// RBAC lets the server write them in its namespace, where the objects
+	// they are about live.
+	events := mgr.GetEventRecorder(EventsReporter)
 	reconcilers := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&controller.BackupReconciler{
 			Client: mgr.GetClient(), APIReader: acc.Reader, Engine: engine, Locations: resolver,
 			DefaultTTL: opts.DefaultBackupTTL, AddFinalizer: opts.BackupFinalizer, Log: log.With("controller", "backup"),
+			Events: events,
 		},
 		&controller.RestoreReconciler{
 			Client: mgr.GetClient(), APIReader: acc.Reader, Engine: restoreEngine, Locations: resolver,
-			Log: log.With("controller", "restore"),
+			Log: log.With("controller", "restore"), Events: events,
 		},
 		&controller.BackupOperationsReconciler{
 			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Plugins: plugins,
-			Frequency: opts.ItemOperationSyncFrequency, Log: log.With("controller", "backupoperations"),
+			Frequency: opts.ItemOperationSyncFrequency, Log: log.With("controller", "backupoperations"), Events: events,
 		},
 		&controller.BackupSyncReconciler{
 			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver,
@@ -191,7 +199,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Log: log.With("controller", "downloadrequest"),
 		},
 	}
-	reconcilers = append(reconcilers, newDeletionReconciler(mgr, acc, opts, plugins, resolver, log))
+	reconcilers = append(reconcilers, newDeletionReconciler(mgr, acc, opts, plugins, resolver, events, log))
 	for _, rec := range reconcilers {
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up controllers: %w", err)
@@ -228,18 +236,42 @@ func NewLogger(w *os.File, level, format string) (*slog.Logger, error) {
 
 func durationPtr(d time.Duration) *time.Duration { return &d }
 
+// EventsReporter is the reporting controller of the server's Kubernetes
+// Events.
+const EventsReporter = "lifeboat"
+
 // leading runs while this server is the one acting on its namespace: it
-// says so in the log and in the lifeboat_leader gauge. Like the
-// controllers, the manager starts it only once the lease is held.
-func leading(opts Options, log *slog.Logger) manager.RunnableFunc {
+// says so in the log and in the lifeboat_leader gauge, and counts the
+// namespace's backups and restores for the metrics (a standby does not).
+// Like the controllers, the manager starts it only once the lease is held.
+func leading(opts Options, log *slog.Logger, take metrics.CensusFunc) manager.RunnableFunc {
 	return func(ctx context.Context) error {
 		if opts.LeaderElect {
 			log.Info("this server is the leader: its controllers start", "lease", opts.Namespace+"/"+LeaderElectionID)
 		}
 		metrics.Leader.Set(1)
+		stopCensus := metrics.UseCensus(take)
 		<-ctx.Done()
+		stopCensus()
 		metrics.Leader.Set(0)
 		return nil
+	}
+}
+
+// census counts the Backups and Restores of namespace in the manager's
+// cache, which holds them anyway (the controllers watch them), without
+// copying them.
+func census(c cache.Cache, namespace string) metrics.CensusFunc {
+	return func(ctx context.Context) (metrics.Census, error) {
+		var backups v1.BackupList
+		if err := c.List(ctx, &backups, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return metrics.Census{}, fmt.Errorf("listing backups: %w", err)
+		}
+		var restores v1.RestoreList
+		if err := c.List(ctx, &restores, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return metrics.Census{}, fmt.Errorf("listing restores: %w", err)
+		}
+		return metrics.CensusOf(backups.Items, len(restores.Items)), nil
 	}
 }
 

@@ -73,6 +73,12 @@ func TestBackupWaitsForAsynchronousOperations(t *testing.T) {
 			if err != nil || !strings.Contains(string(meta), `"phase":"`+string(want)+`"`) {
 				t.Errorf("velero-backup.json does not say %s: %v", want, err)
 			}
+			// And so do its Events: the wait, then the end.
+			end := "Normal BackupCompleted"
+			if outcome == "fail" {
+				end = "Warning BackupPartiallyFailed"
+			}
+			waitForEvents(t, env.Namespace, map[string][]string{"Backup/" + b.Name: {"Normal BackupStarted", "Normal BackupWaitingForPluginOperations", end}}, nil)
 		})
 	}
 }
