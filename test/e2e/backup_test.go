@@ -431,7 +431,7 @@ func TestBackupLeftInProgressByADeadServerFails(t *testing.T) {
 	env.Create(t, b)
 	orig := b.DeepCopy()
 	b.Status.Phase = v1.BackupPhaseInProgress
-	if err := env.Client.Status().Patch(testenv.Ctx(t), b, clientMergeFrom(orig)); err != nil {
+	if err := env.Client.Patch(testenv.Ctx(t), b, clientMergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.StartServer(); err != nil {
