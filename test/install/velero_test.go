@@ -12,12 +12,14 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lifeboat-io/lifeboat/config/crd"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/velerocrds"
 )
 
@@ -380,4 +382,60 @@ func fieldDiff(want, got map[string]any) string {
 	walk("", want, got)
 	slices.Sort(out)
 	return strings.Join(out, "\n")
+}
+
+// TestInstallRemovesTheStatusSubresourceOfEarlierCRDs: CRDs of an earlier
+// Lifeboat release had a status subresource, which drops a Velero server's
+// status writes. Installing again leaves Velero's shape, whether the
+// earlier CRDs were applied by install (field manager lifeboat) or
+// created by another tool (Helm creates a chart's crds/).
+func TestInstallRemovesTheStatusSubresourceOfEarlierCRDs(t *testing.T) {
+	for _, how := range []string{"applied by install", "created by Helm"} {
+		t.Run(how, func(t *testing.T) {
+			crds, err := crd.All()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := crdClient(t)
+			for _, old := range crds {
+				for i := range old.Spec.Versions {
+					old.Spec.Versions[i].Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+				}
+				var err error
+				if how == "applied by install" {
+					old.TypeMeta = metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}
+					u, cerr := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
+					if cerr != nil {
+						t.Fatal(cerr)
+					}
+					err = c.Apply(ctx(t), client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner("lifeboat"), client.ForceOwnership)
+				} else {
+					err = c.Create(ctx(t), old, client.FieldOwner("helm"))
+				}
+				if err != nil {
+					t.Fatalf("installing the earlier CRD %s: %v", old.Name, err)
+				}
+			}
+			t.Cleanup(func() { uninstallAll(t, "lb-crds-only") })
+			var before apiextensionsv1.CustomResourceDefinition
+			if err := c.Get(ctx(t), client.ObjectKey{Name: "backups.velero.io"}, &before); err != nil {
+				t.Fatal(err)
+			}
+			if s := before.Spec.Versions[0].Subresources; s == nil || s.Status == nil {
+				t.Fatal("the earlier CRDs were not installed with a status subresource")
+			}
+			mustLifeboat(t, "install", "--crds-only")
+			for _, want := range crds {
+				var cur apiextensionsv1.CustomResourceDefinition
+				if err := c.Get(ctx(t), client.ObjectKey{Name: want.Name}, &cur); err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range cur.Spec.Versions {
+					if v.Subresources != nil && v.Subresources.Status != nil {
+						t.Errorf("%s %s still has a status subresource after install", want.Name, v.Name)
+					}
+				}
+			}
+		})
+	}
 }
