@@ -9,7 +9,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -209,7 +208,7 @@ func (r *DeleteBackupRequestReconciler) setBackupPhase(ctx context.Context, b *v
 		}
 		if cond != nil {
 			cond.ObservedGeneration = b.Generation
-			meta.SetStatusCondition(&b.Status.Conditions, *cond)
+			setStatusCondition(&b.Status.Conditions, *cond)
 		}
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
