@@ -66,7 +66,8 @@ node-tools:
 # Everything: the tree is what its sources generate, lint, unit, envtest,
 # real-node (this machine's platform's images imported into it) and
 # end-to-end tests, the Helm chart against `lifeboat install` (test/helm, a
-# module of its own), the image builder's tests (they build every image for
+# module of its own), the copy of Velero's CRDs the main module tests against
+# (test/compat/crds: equal to the Velero module's), the image builder's tests (they build every image for
 # this machine's platform, and the lifeboat image for both), the race
 # detector on the packages that share state between goroutines most, then
 # each fuzz target briefly.
@@ -77,6 +78,7 @@ test: verify tools node-tools image-deps
 	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) LIFEBOAT_IMAGES=$(CURDIR)/bin/images \
 	  $(GO) test -count=1 -timeout 30m ./...
 	cd test/helm && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
+	cd test/compat && GOWORK=off $(GO) test -count=1 ./crds/
 	cd hack/tools/image && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz

@@ -3,7 +3,6 @@ package v1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Metadata holds labels that the server copies onto what a backup creates.
@@ -74,10 +73,7 @@ type BackupSpec struct {
 
 	// Hooks run commands in pods around the backup of an item.
 	// +optional
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
-	Hooks *runtime.RawExtension `json:"hooks,omitempty"`
+	Hooks BackupHooks `json:"hooks,omitempty"`
 
 	// StorageLocation names the BackupStorageLocation; empty means the default one.
 	// +optional
@@ -120,14 +116,88 @@ type BackupSpec struct {
 	// UploaderConfig tunes the file-system uploader.
 	// +optional
 	// +nullable
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
-	UploaderConfig *runtime.RawExtension `json:"uploaderConfig,omitempty"`
+	UploaderConfig *UploaderConfigForBackup `json:"uploaderConfig,omitempty"`
 	// VolumeGroupSnapshotLabelKey groups volumes for CSI volume group snapshots.
 	// +optional
 	VolumeGroupSnapshotLabelKey string `json:"volumeGroupSnapshotLabelKey,omitempty"`
 }
+
+// UploaderConfigForBackup tunes the file-system uploader of a backup.
+type UploaderConfigForBackup struct {
+	// ParallelFilesUpload is how many files the uploader sends at once.
+	// +optional
+	ParallelFilesUpload int `json:"parallelFilesUpload,omitempty"`
+}
+
+// BackupHooks are the commands a backup runs in pods.
+type BackupHooks struct {
+	// Resources lists the hooks and the pods each applies to.
+	// +optional
+	// +nullable
+	Resources []BackupResourceHookSpec `json:"resources,omitempty"`
+}
+
+// BackupResourceHookSpec names hooks and the pods they run in, selected as
+// a backup selects items.
+type BackupResourceHookSpec struct {
+	// Name identifies the hook in logs and results.
+	Name string `json:"name"`
+	// +optional
+	// +nullable
+	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	// +optional
+	// +nullable
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	// +optional
+	// +nullable
+	IncludedResources []string `json:"includedResources,omitempty"`
+	// +optional
+	// +nullable
+	ExcludedResources []string `json:"excludedResources,omitempty"`
+	// LabelSelector keeps only pods whose labels match.
+	// +optional
+	// +nullable
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// PreHooks run before the pod is backed up.
+	// +optional
+	PreHooks []BackupResourceHook `json:"pre,omitempty"`
+	// PostHooks run after the pod is backed up.
+	// +optional
+	PostHooks []BackupResourceHook `json:"post,omitempty"`
+}
+
+// BackupResourceHook is one hook of a backup.
+type BackupResourceHook struct {
+	// Exec runs a command in a container of the pod.
+	Exec *ExecHook `json:"exec"`
+}
+
+// ExecHook is a command run in a pod's container.
+type ExecHook struct {
+	// Container is the container to run it in; empty means the pod's first.
+	// +optional
+	Container string `json:"container,omitempty"`
+	// Command and its arguments, run without a shell.
+	// +kubebuilder:validation:MinItems=1
+	Command []string `json:"command"`
+	// OnError says what a failing command does to the backup: Fail or
+	// Continue.
+	// +optional
+	OnError HookErrorMode `json:"onError,omitempty"`
+	// Timeout bounds the command.
+	// +optional
+	Timeout metav1.Duration `json:"timeout,omitempty"`
+}
+
+// HookErrorMode says what a failing hook does to the backup or restore.
+// +kubebuilder:validation:Enum=Continue;Fail
+type HookErrorMode string
+
+// Hook error modes.
+const (
+	HookErrorModeContinue HookErrorMode = "Continue"
+	HookErrorModeFail     HookErrorMode = "Fail"
+)
 
 // BackupPhase is where a backup is in its life.
 // +kubebuilder:validation:Enum=New;Queued;ReadyToStart;FailedValidation;InProgress;WaitingForPluginOperations;WaitingForPluginOperationsPartiallyFailed;Finalizing;FinalizingPartiallyFailed;Completed;PartiallyFailed;Failed;Deleting
@@ -193,6 +263,11 @@ type BackupStatus struct {
 	Expiration *metav1.Time `json:"expiration,omitempty"`
 	// +optional
 	Phase BackupPhase `json:"phase,omitempty"`
+	// QueuePosition is Velero's place of the backup in its queue of
+	// backups waiting to run; Lifeboat does not queue backups and never
+	// sets it.
+	// +optional
+	QueuePosition int `json:"queuePosition,omitempty"`
 	// ValidationErrors says why the spec was refused, one message per problem.
 	// +optional
 	// +nullable
@@ -244,15 +319,11 @@ type BackupStatus struct {
 // Backup is a request to back up a cluster's resources to object storage,
 // and the record of that backup.
 //
+// Like Velero's, the CRD has no status subresource and no printer columns:
+// Velero's server writes status through the main resource, and the CRD must
+// be the one either server works with (see docs/migrating-from-velero.md).
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=bk
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Items",type=integer,JSONPath=`.status.progress.itemsBackedUp`
-// +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`
-// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.storageLocation`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiration`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Backup struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

@@ -30,9 +30,10 @@ const (
 
 	// SyncedAnnotation marks a Backup created by the sync from a storage
 	// location (its value is the location). Between its creation and the
-	// write of its status (a separate call, as status is a subresource)
-	// the Backup has no phase; the backup controller must not mistake it
-	// for a new backup to run. Lifeboat's own.
+	// write of its status (a separate call: where the CRD has a status
+	// subresource, a create drops the status) the Backup may have no
+	// phase; the backup controller must not mistake it for a new backup to
+	// run. Lifeboat's own.
 	SyncedAnnotation = "lifeboat.io/synced-from-location"
 
 	// StoredUIDAnnotation is put on a Backup that the sync created from a

@@ -3,6 +3,7 @@ package v1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ObjectStorageLocation is the bucket and prefix a location stores backups under.
@@ -13,8 +14,13 @@ type ObjectStorageLocation struct {
 	// +optional
 	Prefix string `json:"prefix,omitempty"`
 	// CACert is a PEM bundle to trust when connecting to the store.
+	// Velero deprecates it for CACertRef; at most one of the two may be set.
 	// +optional
 	CACert []byte `json:"caCert,omitempty"`
+	// CACertRef names a key of a Secret in the location's namespace holding
+	// the PEM bundle to trust when connecting to the store.
+	// +optional
+	CACertRef *corev1.SecretKeySelector `json:"caCertRef,omitempty"`
 }
 
 // StorageType holds the kind of storage a location uses; only object storage exists.
@@ -87,6 +93,16 @@ type BackupStorageLocationStatus struct {
 	// Message says why the location is unavailable.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// LastSyncedRevision is a field Velero deprecated and no longer sets
+	// (the revision of the store's contents at the last sync); kept for
+	// objects that have it, never set by Lifeboat.
+	// +optional
+	LastSyncedRevision types.UID `json:"lastSyncedRevision,omitempty"`
+	// AccessMode is a field Velero deprecated and no longer sets (the
+	// access mode is spec.accessMode); kept for objects that have it, never
+	// set by Lifeboat.
+	// +optional
+	AccessMode BackupStorageLocationAccessMode `json:"accessMode,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -95,13 +111,14 @@ type BackupStorageLocationStatus struct {
 
 // BackupStorageLocation is an object store that backups are written to.
 //
+// Subresources and printer columns are Velero's (see Backup).
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=bsl
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Last Validated",type=date,JSONPath=`.status.lastValidationTime`
-// +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`
 type BackupStorageLocation struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
@@ -144,8 +161,9 @@ type VolumeSnapshotLocationStatus struct {
 
 // VolumeSnapshotLocation is where native volume snapshots are taken.
 //
+// Like Velero's, the CRD has no status subresource (see Backup).
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=vsl
 type VolumeSnapshotLocation struct {
 	metav1.TypeMeta `json:",inline"`

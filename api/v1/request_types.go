@@ -304,12 +304,11 @@ type DeleteBackupRequestStatus struct {
 // DeleteBackupRequest asks the server to delete a backup and everything it
 // created: its data in object storage, its snapshots and its restores.
 //
+// Subresources and printer columns are Velero's (see Backup).
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="BackupName",type=string,JSONPath=`.spec.backupName`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DeleteBackupRequest struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
@@ -393,8 +392,9 @@ type DownloadRequestStatus struct {
 
 // DownloadRequest asks the server for a URL to read a backup's or restore's file.
 //
+// Like Velero's, the CRD has no status subresource (see Backup).
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 type DownloadRequest struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
@@ -454,8 +454,10 @@ type ServerStatusRequestStatus struct {
 
 // ServerStatusRequest asks a running server for its version and plugins.
 //
+// Like Velero's, the CRD has no status subresource (see Backup).
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ssr
 type ServerStatusRequest struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

@@ -7,7 +7,8 @@ import (
 )
 
 // PolicyType says what a restore does with an object that already exists.
-// +kubebuilder:validation:Enum=none;update
+// The CRD takes any value, as Velero's does; the server refuses any but
+// none and update, naming the field.
 type PolicyType string
 
 // Existing-resource policies.
@@ -72,10 +73,7 @@ type RestoreSpec struct {
 	IncludeClusterResources *bool `json:"includeClusterResources,omitempty"`
 	// Hooks run commands in restored pods.
 	// +optional
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
-	Hooks *runtime.RawExtension `json:"hooks,omitempty"`
+	Hooks RestoreHooks `json:"hooks,omitempty"`
 	// ExistingResourcePolicy is "none" (keep live objects) or "update" (patch them).
 	// +optional
 	// +nullable
@@ -86,12 +84,103 @@ type RestoreSpec struct {
 	// +optional
 	// +nullable
 	ResourceModifier *corev1.TypedLocalObjectReference `json:"resourceModifier,omitempty"`
+	// UploaderConfig tunes the file-system restore.
 	// +optional
 	// +nullable
+	UploaderConfig *UploaderConfigForRestore `json:"uploaderConfig,omitempty"`
+	// ResourcePolicy names the ConfigMap of resource policies the restore
+	// applies to volumes.
+	// +optional
+	// +nullable
+	ResourcePolicy *corev1.TypedLocalObjectReference `json:"resourcePolicy,omitempty"`
+}
+
+// UploaderConfigForRestore tunes the file-system restore.
+type UploaderConfigForRestore struct {
+	// WriteSparseFiles writes files with holes as sparse files.
+	// +optional
+	// +nullable
+	WriteSparseFiles *bool `json:"writeSparseFiles,omitempty"`
+	// ParallelFilesDownload is how many files are fetched at once.
+	// +optional
+	ParallelFilesDownload int `json:"parallelFilesDownload,omitempty"`
+}
+
+// RestoreHooks are the hooks a restore runs in restored pods.
+type RestoreHooks struct {
+	// Resources lists the hooks and the pods each applies to.
+	// +optional
+	Resources []RestoreResourceHookSpec `json:"resources,omitempty"`
+}
+
+// RestoreResourceHookSpec names hooks and the restored pods they apply to,
+// selected as a restore selects items.
+type RestoreResourceHookSpec struct {
+	// Name identifies the hook in logs and results.
+	Name string `json:"name"`
+	// +optional
+	// +nullable
+	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	// +optional
+	// +nullable
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	// +optional
+	// +nullable
+	IncludedResources []string `json:"includedResources,omitempty"`
+	// +optional
+	// +nullable
+	ExcludedResources []string `json:"excludedResources,omitempty"`
+	// LabelSelector keeps only pods whose labels match.
+	// +optional
+	// +nullable
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// PostHooks run once the pod is restored.
+	// +optional
+	PostHooks []RestoreResourceHook `json:"postHooks,omitempty"`
+}
+
+// RestoreResourceHook is one hook of a restore: a command, or init
+// containers added to the pod.
+type RestoreResourceHook struct {
+	// +optional
+	Exec *ExecRestoreHook `json:"exec,omitempty"`
+	// +optional
+	Init *InitRestoreHook `json:"init,omitempty"`
+}
+
+// ExecRestoreHook is a command run in a restored pod's container.
+type ExecRestoreHook struct {
+	// Container is the container to run it in; empty means the pod's first.
+	// +optional
+	Container string `json:"container,omitempty"`
+	// Command and its arguments, run without a shell.
+	// +kubebuilder:validation:MinItems=1
+	Command []string `json:"command"`
+	// OnError says what a failing command does to the restore.
+	// +optional
+	OnError HookErrorMode `json:"onError,omitempty"`
+	// ExecTimeout bounds the command.
+	// +optional
+	ExecTimeout metav1.Duration `json:"execTimeout,omitempty"`
+	// WaitTimeout bounds the wait for the container to run.
+	// +optional
+	WaitTimeout metav1.Duration `json:"waitTimeout,omitempty"`
+	// WaitForReady waits for the container to be ready, not only running.
+	// +optional
+	// +nullable
+	WaitForReady *bool `json:"waitForReady,omitempty"`
+}
+
+// InitRestoreHook adds init containers to a restored pod.
+type InitRestoreHook struct {
+	// InitContainers are containers (core/v1 Container objects) put first
+	// among the pod's init containers.
 	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
-	UploaderConfig *runtime.RawExtension `json:"uploaderConfig,omitempty"`
+	// +optional
+	InitContainers []runtime.RawExtension `json:"initContainers,omitempty"`
+	// Timeout bounds the wait for the init containers.
+	// +optional
+	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
 
 // RestorePhase is where a restore is in its life.
@@ -160,11 +249,10 @@ type RestoreStatus struct {
 
 // Restore brings the contents of a backup back into the cluster.
 //
+// Like Velero's, the CRD has no status subresource and no printer columns
+// (see Backup).
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.spec.backupName`
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Restore struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

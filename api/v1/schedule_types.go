@@ -52,11 +52,13 @@ type ScheduleStatus struct {
 
 // Schedule creates backups periodically.
 //
+// Subresources and printer columns are Velero's (see Backup).
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="LastBackup",type=date,JSONPath=`.status.lastBackup`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
 type Schedule struct {
 	metav1.TypeMeta `json:",inline"`

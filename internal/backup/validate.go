@@ -23,7 +23,7 @@ func Validate(spec *v1.BackupSpec) []string {
 	unsupported := func(field, why string) {
 		msgs = append(msgs, fmt.Sprintf("%s: not supported by Lifeboat yet (%s); remove the field", field, why))
 	}
-	if spec.Hooks != nil && len(spec.Hooks.Raw) > 0 && string(spec.Hooks.Raw) != "{}" && string(spec.Hooks.Raw) != "null" {
+	if len(spec.Hooks.Resources) > 0 {
 		unsupported("spec.hooks", "backup hooks are not run")
 	}
 	if len(spec.OrderedResources) > 0 {
@@ -35,7 +35,7 @@ func Validate(spec *v1.BackupSpec) []string {
 	if spec.DataMover != "" {
 		unsupported("spec.datamover", "there is no data mover")
 	}
-	if spec.UploaderConfig != nil && len(spec.UploaderConfig.Raw) > 0 && string(spec.UploaderConfig.Raw) != "{}" && string(spec.UploaderConfig.Raw) != "null" {
+	if spec.UploaderConfig != nil && *spec.UploaderConfig != (v1.UploaderConfigForBackup{}) {
 		unsupported("spec.uploaderConfig", "there is no file-system uploader")
 	}
 	if spec.VolumeGroupSnapshotLabelKey != "" {

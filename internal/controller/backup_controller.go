@@ -74,7 +74,7 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		},
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Backup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted))).
+		For(&v1.Backup{}, builder.WithPredicates(predicate.Or(specChanged, deletionStarted))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Named("backup").
 		Complete(r)

@@ -11,7 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
@@ -35,7 +34,7 @@ type BackupStorageLocationReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *BackupStorageLocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.BackupStorageLocation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1.BackupStorageLocation{}, builder.WithPredicates(specChanged)).
 		Named("backupstoragelocation").
 		Complete(r)
 }

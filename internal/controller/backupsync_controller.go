@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
@@ -37,7 +36,7 @@ type BackupSyncReconciler struct {
 // SetupWithManager registers the reconciler.
 func (r *BackupSyncReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.BackupStorageLocation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1.BackupStorageLocation{}, builder.WithPredicates(specChanged)).
 		Named("backupsync").
 		Complete(r)
 }

@@ -25,9 +25,25 @@ func setCondition(conds *[]metav1.Condition, generation int64, typ string, ok bo
 	if ok {
 		status = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(conds, metav1.Condition{
+	setStatusCondition(conds, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation,
 	})
+}
+
+// setStatusCondition sets cond as meta.SetStatusCondition does, but leaves
+// a condition that already says the same (status, reason and message)
+// exactly as it is, its observedGeneration included. Without a status
+// subresource (Velero's CRDs, and so Lifeboat's) the API server increments
+// metadata.generation on every status write; a condition stamped with the
+// generation on each write would change with each write it causes, and
+// the controllers that run on their own updates (deletions, item
+// operations) would write for ever.
+func setStatusCondition(conds *[]metav1.Condition, cond metav1.Condition) {
+	if cur := meta.FindStatusCondition(*conds, cond.Type); cur != nil &&
+		cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message {
+		return
+	}
+	meta.SetStatusCondition(conds, cond)
 }
 
 // setBackupConditions derives the conditions from the phase, so the two can

@@ -244,7 +244,10 @@ func (r *DeleteBackupRequestReconciler) attempt(ctx context.Context, dbr *v1.Del
 	}
 
 	attempt := dbr.Status.Attempts + 1
-	if err := r.countAttempt(ctx, dbr, &b, attempt); err != nil {
+	if err := r.countAttempt(ctx, dbr, &b, attempt); errors.Is(err, errDeletionStateDropped) {
+		log.Error("backup deletion refused", "error", err)
+		return ctrl.Result{}, r.processedWithErrors(ctx, dbr, err.Error())
+	} else if err != nil {
 		return ctrl.Result{}, err
 	}
 	log.Info("backup deletion attempt", "attempt", attempt, "of", r.maxAttempts(), "location", bsl)

@@ -2,13 +2,13 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,8 +70,20 @@ func (r *DeleteBackupRequestReconciler) countAttempt(ctx context.Context, dbr *v
 	}); err != nil {
 		return err
 	}
+	if dbr.Status.Attempts != attempt {
+		return errDeletionStateDropped
+	}
 	return r.setBackupPhase(ctx, b, v1.BackupPhaseDeleting, nil)
 }
+
+// errDeletionStateDropped: the DeleteBackupRequest CRD in the cluster does
+// not keep what a Lifeboat deletion records (the attempt just counted was
+// pruned), which is Velero's CRD: it has no status.attempts or
+// status.checkpoint, and no spec.dryRun either, so a dry run would reach
+// the server as a real deletion. Nothing is deleted with it.
+var errDeletionStateDropped = errors.New("the DeleteBackupRequest CRD installed in the cluster drops the fields Lifeboat records a deletion in " +
+	"(status.attempts, status.checkpoint, spec.dryRun): it is Velero's, not Lifeboat's, so nothing was deleted. " +
+	"Install Lifeboat's CRDs (`lifeboat install --crds-only`; Velero works with them too) and delete the backup again")
 
 // interrupted records an attempt cut short by the server stopping. It is
 // not held against the request: the next server resumes it from the
@@ -202,7 +214,7 @@ func (r *DeleteBackupRequestReconciler) setBackupPhase(ctx context.Context, b *v
 		}
 		if cond != nil {
 			cond.ObservedGeneration = b.Generation
-			meta.SetStatusCondition(&b.Status.Conditions, *cond)
+			setStatusCondition(&b.Status.Conditions, *cond)
 		}
 	})
 	if err != nil && !apierrors.IsNotFound(err) {

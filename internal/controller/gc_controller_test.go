@@ -147,7 +147,7 @@ func (h *apiHarness) location(t *testing.T, ns, name string, mode v1.BackupStora
 	// As the location controller (not running here) would find it.
 	orig := bsl.DeepCopy()
 	bsl.Status.Phase = v1.BackupStorageLocationPhaseAvailable
-	if err := h.c.Status().Patch(testCtx(t), bsl, client.MergeFrom(orig)); err != nil {
+	if err := h.c.Patch(testCtx(t), bsl, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	return bsl
@@ -172,7 +172,7 @@ func (h *apiHarness) setStatus(t *testing.T, b *v1.Backup, change func(*v1.Backu
 	t.Helper()
 	orig := b.DeepCopy()
 	change(&b.Status)
-	if err := h.c.Status().Patch(testCtx(t), b, client.MergeFrom(orig)); err != nil {
+	if err := h.c.Patch(testCtx(t), b, client.MergeFrom(orig)); err != nil {
 		t.Fatalf("setting status of backup %s: %v", b.Name, err)
 	}
 }
@@ -342,7 +342,7 @@ func (h *apiHarness) testGC(t *testing.T) {
 		bsl := h.location(t, ns, h.name("unchecked"), "")
 		orig := bsl.DeepCopy()
 		bsl.Status.Phase = ""
-		if err := h.c.Status().Patch(testCtx(t), bsl, client.MergeFrom(orig)); err != nil {
+		if err := h.c.Patch(testCtx(t), bsl, client.MergeFrom(orig)); err != nil {
 			t.Fatal(err)
 		}
 		b := h.finishedBackup(t, ns, bsl.Name, v1.BackupPhaseCompleted, time.Now().Add(-time.Minute))
@@ -355,7 +355,7 @@ func (h *apiHarness) testGC(t *testing.T) {
 		setPhase := func(p v1.BackupStorageLocationPhase) {
 			orig := bsl.DeepCopy()
 			bsl.Status.Phase = p
-			if err := h.c.Status().Patch(testCtx(t), bsl, client.MergeFrom(orig)); err != nil {
+			if err := h.c.Patch(testCtx(t), bsl, client.MergeFrom(orig)); err != nil {
 				t.Fatal(err)
 			}
 		}

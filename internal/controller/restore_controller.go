@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
@@ -59,7 +58,7 @@ type RestoreReconciler struct {
 // and the outcome of either would depend on the other.
 func (r *RestoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Restore{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1.Restore{}, builder.WithPredicates(specChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Named("restore").
 		Complete(r)

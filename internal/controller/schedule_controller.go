@@ -18,7 +18,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/backup"
@@ -58,7 +57,7 @@ type ScheduleReconciler struct {
 // out: each reconcile asks to be woken at the next due time instead.
 func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Schedule{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1.Schedule{}, builder.WithPredicates(specChanged)).
 		Named("schedule").
 		Complete(r)
 }

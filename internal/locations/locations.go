@@ -105,23 +105,26 @@ func (r *Resolver) Open(ctx context.Context, bsl *v1.BackupStorageLocation) (*st
 	}
 	var creds []byte
 	if sel := bsl.Spec.Credential; sel != nil {
-		data, err := r.secretKey(ctx, "BackupStorageLocation", bsl.Namespace, bsl.Name, sel)
+		data, err := r.secretKey(ctx, "BackupStorageLocation", bsl.Namespace, bsl.Name, "spec.credential", sel)
 		if err != nil {
 			return nil, err
 		}
 		creds = data
 	}
 	config := maps.Clone(bsl.Spec.Config)
-	if ca := bsl.Spec.ObjectStorage.CACert; len(ca) > 0 {
+	ca, err := r.caCert(ctx, bsl)
+	if err != nil {
+		return nil, err
+	}
+	if len(ca) > 0 {
 		if config == nil {
 			config = map[string]string{}
 		}
+		// The store's config key, for the built-in S3 store and for
+		// plugins alike, as Velero passes it.
 		config["caCert"] = string(ca)
 	}
-	var (
-		store storage.ObjectStore
-		err   error
-	)
+	var store storage.ObjectStore
 	external := r.Plugins != nil && r.Plugins.IsExternal(api.KindObjectStore, bsl.Spec.Provider)
 	if provider.IsBuiltIn(bsl.Spec.Provider) && !external {
 		store, err = provider.Open(ctx, bsl.Spec.Provider, config, creds)
@@ -153,22 +156,40 @@ func (r *Resolver) openPlugin(bsl *v1.BackupStorageLocation, config map[string]s
 	return pluginstore.New(plugin, name, config, bsl.Spec.ObjectStorage.Bucket, bsl.Spec.ObjectStorage.Prefix, credFile)
 }
 
-// secretKey reads the bytes a location's spec.credential names, from a
-// Secret of the location's own namespace (the server's, as in Velero).
-func (r *Resolver) secretKey(ctx context.Context, kind, namespace, location string, sel *corev1.SecretKeySelector) ([]byte, error) {
+// caCert returns the PEM bundle bsl's store is to be trusted with:
+// spec.objectStorage.caCertRef's Secret key, or the older inline caCert.
+// Velero refuses a location that sets both, and so does Lifeboat.
+func (r *Resolver) caCert(ctx context.Context, bsl *v1.BackupStorageLocation) ([]byte, error) {
+	st := bsl.Spec.ObjectStorage
+	switch {
+	case st.CACertRef != nil && len(st.CACert) > 0:
+		return nil, fmt.Errorf("BackupStorageLocation %q: spec.objectStorage.caCert and spec.objectStorage.caCertRef are both set; keep caCertRef (caCert is deprecated)", bsl.Name)
+	case st.CACertRef != nil:
+		if st.CACertRef.Key == "" {
+			return nil, fmt.Errorf("BackupStorageLocation %q: spec.objectStorage.caCertRef.key is empty; name the Secret's key holding the PEM bundle", bsl.Name)
+		}
+		return r.secretKey(ctx, "BackupStorageLocation", bsl.Namespace, bsl.Name, "spec.objectStorage.caCertRef", st.CACertRef)
+	}
+	return st.CACert, nil
+}
+
+// secretKey reads the bytes a location's field (spec.credential, or
+// spec.objectStorage.caCertRef) names, from a Secret of the location's own
+// namespace (the server's, as in Velero).
+func (r *Resolver) secretKey(ctx context.Context, kind, namespace, location, field string, sel *corev1.SecretKeySelector) ([]byte, error) {
 	var secret corev1.Secret
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	err := r.SecretReader.Get(cctx, client.ObjectKey{Namespace: namespace, Name: sel.Name}, &secret)
 	cancel()
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%s %q: spec.credential names secret %q, which does not exist in namespace %q; create it or fix spec.credential.name", kind, location, sel.Name, namespace)
+		return nil, fmt.Errorf("%s %q: %s names secret %q, which does not exist in namespace %q; create it or fix %s.name", kind, location, field, sel.Name, namespace, field)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s %q: reading credential secret %q: %w", kind, location, sel.Name, err)
+		return nil, fmt.Errorf("%s %q: reading secret %q (%s): %w", kind, location, sel.Name, field, err)
 	}
 	data, ok := secret.Data[sel.Key]
 	if !ok {
-		return nil, fmt.Errorf("%s %q: secret %q has no key %q (spec.credential.key); add it or fix the key", kind, location, sel.Name, sel.Key)
+		return nil, fmt.Errorf("%s %q: secret %q has no key %q (%s.key); add it or fix the key", kind, location, sel.Name, sel.Key, field)
 	}
 	return data, nil
 }

@@ -40,7 +40,7 @@ func (r *Resolver) SnapshotLocation(ctx context.Context, name string) (provider 
 	}
 	config = maps.Clone(vsl.Spec.Config)
 	if sel := vsl.Spec.Credential; sel != nil {
-		data, err := r.secretKey(ctx, "VolumeSnapshotLocation", vsl.Namespace, name, sel)
+		data, err := r.secretKey(ctx, "VolumeSnapshotLocation", vsl.Namespace, name, "spec.credential", sel)
 		if err != nil {
 			return "", nil, err
 		}

@@ -18,7 +18,7 @@ func Validate(spec *v1.RestoreSpec) []string {
 	unsupported := func(field, why string) {
 		msgs = append(msgs, fmt.Sprintf("%s: not supported by Lifeboat yet (%s); remove the field", field, why))
 	}
-	if spec.Hooks != nil && len(spec.Hooks.Raw) > 0 && string(spec.Hooks.Raw) != "{}" && string(spec.Hooks.Raw) != "null" {
+	if len(spec.Hooks.Resources) > 0 {
 		unsupported("spec.hooks", "restore hooks are not run")
 	}
 	if spec.ResourceModifier != nil {
@@ -27,8 +27,11 @@ func Validate(spec *v1.RestoreSpec) []string {
 	if spec.RestoreStatus != nil && (len(spec.RestoreStatus.IncludedResources) > 0 || len(spec.RestoreStatus.ExcludedResources) > 0) {
 		unsupported("spec.restoreStatus", "status is never restored")
 	}
-	if spec.UploaderConfig != nil && len(spec.UploaderConfig.Raw) > 0 && string(spec.UploaderConfig.Raw) != "{}" && string(spec.UploaderConfig.Raw) != "null" {
+	if spec.UploaderConfig != nil && (spec.UploaderConfig.WriteSparseFiles != nil || spec.UploaderConfig.ParallelFilesDownload != 0) {
 		unsupported("spec.uploaderConfig", "there is no file-system restore agent")
+	}
+	if spec.ResourcePolicy != nil {
+		unsupported("spec.resourcePolicy", "resource filter policies are not applied to restores; use the spec's filters")
 	}
 	switch spec.ExistingResourcePolicy {
 	case "", v1.PolicyTypeNone, v1.PolicyTypeUpdate:

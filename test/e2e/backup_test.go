@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -323,7 +322,7 @@ func TestBackupValidation(t *testing.T) {
 		spec v1.BackupSpec
 		want string
 	}{
-		{"unsupported hooks", v1.BackupSpec{Hooks: &runtime.RawExtension{Raw: []byte(`{"resources":[{"name":"h"}]}`)}}, "spec.hooks"},
+		{"unsupported hooks", v1.BackupSpec{Hooks: v1.BackupHooks{Resources: []v1.BackupResourceHookSpec{{Name: "h"}}}}, "spec.hooks"},
 		{"unknown volume snapshot location", v1.BackupSpec{VolumeSnapshotLocations: []string{"no-such-vsl"}}, "spec.volumeSnapshotLocations"},
 		{"missing resource policy", v1.BackupSpec{ResourcePolicy: &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "no-such-policy"}}, "spec.resourcePolicy"},
 		{"star in excludes", v1.BackupSpec{ExcludedNamespaces: []string{"*"}}, "spec.excludedNamespaces"},
@@ -432,7 +431,7 @@ func TestBackupLeftInProgressByADeadServerFails(t *testing.T) {
 	env.Create(t, b)
 	orig := b.DeepCopy()
 	b.Status.Phase = v1.BackupPhaseInProgress
-	if err := env.Client.Status().Patch(testenv.Ctx(t), b, clientMergeFrom(orig)); err != nil {
+	if err := env.Client.Patch(testenv.Ctx(t), b, clientMergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.StartServer(); err != nil {

@@ -123,7 +123,7 @@ func TestDeletingASameNameBackupLeavesTheOtherClustersBackupWhole(t *testing.T) 
 	env.Create(t, impostor)
 	orig := impostor.DeepCopy()
 	impostor.Status.Phase = v1.BackupPhaseCompleted
-	if err := env.Client.Status().Patch(testenv.Ctx(t), impostor, client.MergeFrom(orig)); err != nil {
+	if err := env.Client.Patch(testenv.Ctx(t), impostor, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	dbr = b.waitEnded(b.request(name))

@@ -144,7 +144,7 @@ func serverState(t *testing.T, ns string) {
 			t.Fatal(err)
 		}
 		b.Status.Phase = v1.BackupPhaseCompleted
-		if err := admin.Status().Update(ctx(t), b); err != nil {
+		if err := admin.Update(ctx(t), b); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,52 @@
+// Package velerocrds holds Velero's own CustomResourceDefinitions, for tests
+// that must hold Lifeboat to Velero's API as Velero defines it rather than
+// as Lifeboat reads it: the schema comparison in config/crd, and the tests
+// that run the server, its status writes and `lifeboat install` against an
+// API server with Velero's CRDs installed.
+//
+// The files under v1.18.3/ are Velero v1.18.3's config/crd/v1/bases and
+// config/crd/v2alpha1/bases, copied unchanged from the Velero module (Apache
+// License 2.0, as Velero ships them; test data, never installed by
+// Lifeboat). Lifeboat's main module cannot depend on Velero, so the copy
+// is checked by test/compat, which does: TestVeleroCRDCopyIsVelerosOwn
+// fails when a file differs from the module's.
+package velerocrds
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Version is the Velero release the files come from; test/compat's go.mod
+// requires the same one.
+const Version = "v1.18.3"
+
+//go:embed v1.18.3/*.yaml
+var files embed.FS
+
+// All returns Velero's CRDs, sorted by file name.
+func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(files, Version+"/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
+	for _, name := range names {
+		data, err := files.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return nil, fmt.Errorf("decoding Velero's CRD %s: %w", name, err)
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}
