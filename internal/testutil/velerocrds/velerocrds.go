@@ -14,12 +14,10 @@ package velerocrds
 
 import (
 	"embed"
-	"fmt"
-	"io/fs"
-	"sort"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
+
+	"github.com/lifeboat-io/lifeboat/config/crd"
 )
 
 // Version is the Velero release the files come from; test/compat's go.mod
@@ -31,22 +29,5 @@ var files embed.FS
 
 // All returns Velero's CRDs, sorted by file name.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(files, Version+"/*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
-	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
-	for _, name := range names {
-		data, err := files.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(data, crd); err != nil {
-			return nil, fmt.Errorf("decoding Velero's CRD %s: %w", name, err)
-		}
-		crds = append(crds, crd)
-	}
-	return crds, nil
+	return crd.FromFS(files, Version+"/*.yaml")
 }
