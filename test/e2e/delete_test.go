@@ -61,17 +61,23 @@ func deletionPlugins(t *testing.T) string {
 			delPluginsErr = err
 			return
 		}
+		delPluginDir = dir
 		cmd := exec.Command("go", "build", "-o", dir+"/", "../../examples/plugins/cleanup", "./testdata/deleteplugin")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			delPluginsErr = fmt.Errorf("building the deletion test plugins: %w\n%s", err, out)
-			return
 		}
-		delPluginDir = dir
 	})
 	if delPluginsErr != nil {
 		t.Fatal(delPluginsErr)
 	}
 	return delPluginDir
+}
+
+// removeDeletionPlugins removes what deletionPlugins built (TestMain).
+func removeDeletionPlugins() {
+	if delPluginDir != "" {
+		_ = os.RemoveAll(delPluginDir)
+	}
 }
 
 // delWorld is one test's server, namespace, storage location and the test

@@ -33,5 +33,6 @@ func TestMain(m *testing.M) {
 	code := testenv.Run(m, testenv.Options{WithS3: true, PluginDir: plugins,
 		PluginTimeouts: map[api.Kind]time.Duration{api.KindBackupItemAction: 3 * time.Second}}, &env)
 	_ = os.RemoveAll(plugins)
+	removeDeletionPlugins()
 	os.Exit(code)
 }
