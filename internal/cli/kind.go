@@ -108,6 +108,7 @@ func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k ki
 	cmd := &cobra.Command{
 		Use:   "get [NAME...]",
 		Short: "List " + k.plural(),
+		Args:  cobra.ArbitraryArgs,
 		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
 				return err

@@ -45,15 +45,18 @@ func newRootCommand(f *Factory) *cobra.Command {
 		SilenceErrors: true,
 	}
 	flags := root.PersistentFlags()
-	flags.StringVar(&f.Kubeconfig, "kubeconfig", f.Kubeconfig, "path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config)")
-	flags.StringVar(&f.Context, "context", f.Context, "kubeconfig context to use (default: the current context)")
+	flags.StringVar(&f.Kubeconfig, "kubeconfig", f.Kubeconfig, "path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config, then the in-cluster configuration)")
+	flags.StringVar(&f.Context, "kubecontext", f.Context, "kubeconfig context to use (default: the current context)")
+	// kubectl's name for the same flag, kept for those who type it.
+	flags.StringVar(&f.Context, "context", f.Context, "same as --kubecontext")
 	if f.Namespace == "" {
 		f.Namespace = v1.DefaultNamespace
 	}
-	flags.StringVarP(&f.Namespace, "namespace", "n", f.Namespace, "namespace the Lifeboat server and its objects live in")
+	flags.StringVarP(&f.Namespace, "namespace", "n", f.Namespace,
+		"namespace the Lifeboat server and its objects live in (default: VELERO_NAMESPACE, then the namespace in ~/.config/velero/config.json, then velero)")
 
 	root.AddCommand(
-		newVersionCommand(),
+		newVersionCommand(f),
 		newInstallCommand(f),
 		newUninstallCommand(f),
 		newServerCommand(f),
@@ -64,7 +67,37 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newPluginCommand(f),
 		newPolicyCommand(f),
 	)
+	walk(root, refuseUnknownSubcommands)
 	return root
+}
+
+// refuseUnknownSubcommands makes a command group fail on a word that is
+// none of its subcommands. Cobra's default is to print the group's help
+// and exit 0, so a typo such as `lifeboat schedule delet x` looked like
+// success to a script. The group alone still prints its help.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	if !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		}
+		return fmt.Errorf("%s (run `%s --help` for the list)", msg, cmd.CommandPath())
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+}
+
+// walk calls fn on cmd and every command below it.
+func walk(cmd *cobra.Command, fn func(*cobra.Command)) {
+	fn(cmd)
+	for _, c := range cmd.Commands() {
+		walk(c, fn)
+	}
 }
 
 // runE adapts a command body so that cluster-wide failures (no API server,
