@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,9 @@ type kindSpec[T any, PT objectPtr[T], L client.ObjectList] struct {
 	newList    func() L
 	items      func(L) *[]T
 	printTable func(f *Factory, w io.Writer, items []T) error
+	// getFlags, when set, binds flags of the kind's own to `get` and
+	// returns the filter they make (e.g. backup-location get --default).
+	getFlags func(fl *pflag.FlagSet) func(items []T) []T
 }
 
 func (k kindSpec[T, PT, L]) plural() string { return k.word + "s" }
@@ -94,7 +98,7 @@ func listOptions(namespace, selector string) ([]client.ListOption, error) {
 // list, even with one item, so that `get NAME -o json | jq .status.phase`
 // works and scripts that ask for several always get the same shape.
 func (k kindSpec[T, PT, L]) printEncodedObjects(w io.Writer, format string, names []string, list L) error {
-	if items := *k.items(list); len(names) == 1 {
+	if items := *k.items(list); len(names) == 1 && len(items) == 1 {
 		return printEncoded(w, format, PT(&items[0]))
 	}
 	return printEncoded(w, format, list)
@@ -104,6 +108,7 @@ func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k ki
 	var (
 		output   string
 		selector string
+		filter   func([]T) []T
 	)
 	cmd := &cobra.Command{
 		Use:   "get [NAME...]",
@@ -124,6 +129,9 @@ func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k ki
 			if err != nil {
 				return err
 			}
+			if filter != nil {
+				*k.items(list) = filter(*k.items(list))
+			}
 			out := cmd.OutOrStdout()
 			if output != formatTable {
 				return k.printEncodedObjects(out, output, args, list)
@@ -138,6 +146,9 @@ func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k ki
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only list "+k.plural()+" whose labels match this selector")
+	if k.getFlags != nil {
+		filter = k.getFlags(cmd.Flags())
+	}
 	return cmd
 }
 

@@ -64,6 +64,8 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newRestoreCommand(f),
 		newDeleteRequestCommand(f),
 		newScheduleCommand(f),
+		newBackupLocationCommand(f),
+		newSnapshotLocationCommand(f),
 		newPluginCommand(f),
 		newPolicyCommand(f),
 	)
