@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +34,7 @@ type restoreCreateOptions struct {
 	preserveNodePorts       optionalBool
 	existingResourcePolicy  string
 	labels                  map[string]string
+	itemOperationTimeout    time.Duration
 	wait                    bool
 	output                  string
 }
@@ -96,6 +98,7 @@ func newRestoreCreateCommand(f *Factory) *cobra.Command {
 	fl.Lookup("preserve-nodeports").NoOptDefVal = "true"
 	fl.StringVar(&o.existingResourcePolicy, "existing-resource-policy", "", "what to do with objects that already exist: none (keep them, warn when they differ) or update (patch them)")
 	fl.StringToStringVar(&o.labels, "labels", nil, "labels for the restore, as key=value,key=value")
+	fl.DurationVar(&o.itemOperationTimeout, "item-operation-timeout", 0, "how long to wait for plugins' asynchronous operations (default: the server's, 4h)")
 	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for the restore to finish, showing progress")
 	fl.StringVarP(&o.output, "output", "o", "", "print the restore as yaml or json instead of creating it")
 	return cmd
@@ -141,7 +144,11 @@ func (o *restoreCreateOptions) buildRestore(name string, f *Factory) (*v1.Restor
 			RestorePVs:              o.restoreVolumes.value,
 			PreserveNodePorts:       o.preserveNodePorts.value,
 			ExistingResourcePolicy:  policy,
+			ItemOperationTimeout:    metav1.Duration{Duration: o.itemOperationTimeout},
 		},
+	}
+	if o.itemOperationTimeout < 0 {
+		return nil, errors.New("invalid --item-operation-timeout: must not be negative")
 	}
 	if o.selector != "" {
 		if rs.Spec.LabelSelector, err = parseSelector("selector", o.selector); err != nil {
