@@ -22,6 +22,7 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 	var (
 		details bool
 		timeout time.Duration
+		tlsOpts *tlsFlags
 	)
 	cmd := newDescribeCommand(f, backupKind,
 		"Describe prints a backup's spec and status for people to read.\n"+
@@ -32,7 +33,10 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 			var list *resourceListResult
 			var vols *volumeInfoResult
 			if details {
-				d := f.downloader(c, timeout)
+				d, err := f.storeDownloader(ctx, c, timeout, tlsOpts, b.Spec.StorageLocation, w)
+				if err != nil {
+					return err
+				}
 				list = fetchResourceList(ctx, d, v1.DownloadTargetKindBackupResourceList, b.Name)
 				vols = fetchVolumeInfo(ctx, d, b.Name)
 			}
@@ -48,6 +52,7 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 		})
 	cmd.Flags().BoolVar(&details, "details", false, "also list the backed-up resources and the volume decisions")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the resource list (--details)")
+	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
 }
 

@@ -20,6 +20,7 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 	var (
 		details bool
 		timeout time.Duration
+		tlsOpts *tlsFlags
 	)
 	cmd := newDescribeCommand(f, restoreKind,
 		"Describe prints a restore's spec and status for people to read.\n"+
@@ -32,7 +33,10 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 				list *resourceListResult
 			)
 			if details {
-				d := f.downloader(c, timeout)
+				d, err := f.storeDownloader(ctx, c, timeout, tlsOpts, locationOfBackup(ctx, c, f.Namespace, rs.Spec.BackupName), w)
+				if err != nil {
+					return err
+				}
 				res = fetchRestoreResults(ctx, d, rs)
 				list = fetchResourceList(ctx, d, v1.DownloadTargetKindRestoreResourceList, rs.Name)
 			}
@@ -40,6 +44,7 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 		})
 	cmd.Flags().BoolVar(&details, "details", false, "also print the warnings, errors and restored resources")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the results and resource list (--details)")
+	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
 }
 
