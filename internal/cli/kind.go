@@ -152,17 +152,20 @@ func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k ki
 	return cmd
 }
 
-// newDescribeCommand builds `describe NAME...`; describe prints one object
-// for people to read, and the caller adds the flags it needs.
+// newDescribeCommand builds `describe [NAME...]`; describe prints one
+// object for people to read, and the caller adds the flags it needs. With
+// -o json|yaml, structured (when set) returns the object's structured
+// description instead; kinds without one print their objects.
 func newDescribeCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k kindSpec[T, PT, L], long string,
 	describe func(ctx context.Context, c client.Client, w io.Writer, obj PT) error,
+	structured func(ctx context.Context, c client.Client, obj PT) (any, error),
 ) *cobra.Command {
-	var output string
+	var output, selector string
 	cmd := &cobra.Command{
-		Use:   "describe NAME...",
+		Use:   "describe [NAME...]",
 		Short: "Show the details of " + k.plural(),
 		Long:  long,
-		Args:  cobra.MinimumNArgs(1),
+		Args:  cobra.ArbitraryArgs,
 		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
 			if output == "" {
 				output = formatTable
@@ -170,19 +173,42 @@ func newDescribeCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory,
 			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
 				return err
 			}
+			if len(args) > 0 && selector != "" {
+				return fmt.Errorf("--selector cannot be combined with %s names", k.word)
+			}
 			c, err := f.Client()
 			if err != nil {
 				return err
 			}
-			list, err := k.list(cmd.Context(), c, f.Namespace, args, "")
+			list, err := k.list(cmd.Context(), c, f.Namespace, args, selector)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if output != formatTable {
-				return k.printEncodedObjects(out, output, args, list)
-			}
 			items := *k.items(list)
+			if len(items) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "No %s found in namespace %q.\n", k.plural(), f.Namespace)
+				return nil
+			}
+			if output != formatTable {
+				if structured == nil {
+					return k.printEncodedObjects(out, output, args, list)
+				}
+				descs := make([]any, 0, len(items))
+				for i := range items {
+					d, err := structured(cmd.Context(), c, PT(&items[i]))
+					if err != nil {
+						return err
+					}
+					descs = append(descs, d)
+				}
+				// One name asked for: its description; else a list, so
+				// the shape does not depend on how many matched.
+				if len(args) == 1 {
+					return encode(out, output, descs[0])
+				}
+				return encode(out, output, descs)
+			}
 			for i := range items {
 				if i > 0 {
 					fmt.Fprintln(out)
@@ -194,8 +220,11 @@ func newDescribeCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory,
 			return nil
 		}),
 	}
-	// Printed objects carry the API kind, which is the word capitalised.
-	kind := strings.ToUpper(k.word[:1]) + k.word[1:]
-	cmd.Flags().StringVarP(&output, "output", "o", "", "print the "+kind+" objects as json or yaml instead of a description")
+	what := "the " + k.plural() + " as json or yaml"
+	if structured != nil {
+		what = "a structured description as json or yaml"
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "print "+what+" instead of the text description")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "describe the "+k.plural()+" whose labels match this selector")
 	return cmd
 }
