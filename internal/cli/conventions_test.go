@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
 
 // commandPaths lists every command's path below the root, without the
@@ -186,5 +188,39 @@ func TestNamespaceDefaultsAsVelero(t *testing.T) {
 	}
 	if f.Namespace != "from-flag" {
 		t.Errorf("with -n: %q", f.Namespace)
+	}
+}
+
+// Velero's verb-first spellings run the same commands.
+func TestVerbFirstForms(t *testing.T) {
+	web, db := sampleBackups()
+	c := newFakeBuilder(t, web, db, &v1.Schedule{ObjectMeta: objMeta("nightly", nil), Spec: v1.ScheduleSpec{Schedule: "@daily"}}, location("default")).Build()
+	f := newTestFactory(c)
+	for _, pair := range [][2][]string{
+		{{"get", "backups"}, {"backup", "get"}},
+		{{"get", "backup", "web"}, {"backup", "get", "web"}},
+		{{"get", "backup-locations"}, {"backup-location", "get"}},
+		{{"describe", "backups", "web"}, {"backup", "describe", "web"}},
+		{{"describe", "schedule", "nightly", "-o", "json"}, {"schedule", "describe", "nightly", "-o", "json"}},
+		{{"create", "backup", "x", "--include-namespaces", "a", "-o", "yaml"}, {"backup", "create", "x", "--include-namespaces", "a", "-o", "yaml"}},
+	} {
+		got, _, err := run(t, f, pair[0]...)
+		if err != nil {
+			t.Errorf("%v: %v", pair[0], err)
+			continue
+		}
+		want, _, err := run(t, f, pair[1]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want || got == "" {
+			t.Errorf("%v printed\n%s\nbut %v printed\n%s", pair[0], got, pair[1], want)
+		}
+	}
+	if out, _, err := run(t, f, "delete", "schedule", "nightly", "--confirm"); err != nil || out != "Schedule deleted: nightly\n" {
+		t.Errorf("delete schedule: %v %q", err, out)
+	}
+	if _, _, err := run(t, f, "get", "widgets"); err == nil || !strings.Contains(err.Error(), `"widgets"`) {
+		t.Errorf("get widgets: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -53,7 +54,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 		f.Namespace = v1.DefaultNamespace
 	}
 	flags.StringVarP(&f.Namespace, "namespace", "n", f.Namespace,
-		"namespace the Lifeboat server and its objects live in (default: VELERO_NAMESPACE, then the namespace in ~/.config/velero/config.json, then velero)")
+		"namespace the Lifeboat server and its objects live in; VELERO_NAMESPACE, or the namespace in Velero's client config ~/.config/velero/config.json, changes the default")
 
 	root.AddCommand(
 		newVersionCommand(f),
@@ -69,8 +70,58 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newPluginCommand(f),
 		newPolicyCommand(f),
 	)
+	root.AddCommand(verbFirstCommands(f)...)
 	walk(root, refuseUnknownSubcommands)
 	return root
+}
+
+// verbFirstCommands are Velero's other spelling of the same commands,
+// verb first: `get backups`, `create backup NAME`, `delete schedule NAME`,
+// `describe restores`. Each is the noun-first command itself, built anew
+// (a cobra command has one parent) and renamed after its noun.
+func verbFirstCommands(f *Factory) []*cobra.Command {
+	nouns := map[string]func(*Factory) *cobra.Command{
+		"backup": newBackupCommand, "restore": newRestoreCommand, "schedule": newScheduleCommand,
+		"backup-location": newBackupLocationCommand, "snapshot-location": newSnapshotLocationCommand, "plugin": newPluginCommand,
+	}
+	var out []*cobra.Command
+	for _, form := range []struct {
+		verb, short string
+		nouns       []string
+	}{
+		{"get", "List backups, restores, schedules, locations or plugins (same as NOUN get)",
+			[]string{"backup", "restore", "schedule", "backup-location", "snapshot-location", "plugin"}},
+		{"create", "Create a backup, restore, schedule or location (same as NOUN create)",
+			[]string{"backup", "restore", "schedule", "backup-location", "snapshot-location"}},
+		{"delete", "Delete backups, restores, schedules or backup locations (same as NOUN delete)",
+			[]string{"backup", "restore", "schedule", "backup-location"}},
+		{"describe", "Describe backups, restores or schedules (same as NOUN describe)",
+			[]string{"backup", "restore", "schedule"}},
+	} {
+		group := &cobra.Command{Use: form.verb, Short: form.short}
+		for _, noun := range form.nouns {
+			parent := nouns[noun](f)
+			var sub *cobra.Command
+			for _, c := range parent.Commands() {
+				if c.Name() == form.verb {
+					sub = c
+				}
+			}
+			parent.RemoveCommand(sub)
+			// Velero lists with the plural (get backups) and acts on
+			// the singular (create backup NAME); both spellings work.
+			name, alias := noun, noun+"s"
+			if form.verb == "get" || form.verb == "describe" {
+				name, alias = alias, name
+			}
+			_, rest, _ := strings.Cut(sub.Use, " ")
+			sub.Use = strings.TrimSpace(name + " " + rest)
+			sub.Aliases = []string{alias}
+			group.AddCommand(sub)
+		}
+		out = append(out, group)
+	}
+	return out
 }
 
 // refuseUnknownSubcommands makes a command group fail on a word that is
