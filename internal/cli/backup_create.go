@@ -48,6 +48,14 @@ type backupSpecFlags struct {
 	excludeNamespaceScoped []string
 	csiSnapshotTimeout     time.Duration
 	itemOperationTimeout   time.Duration
+	// Velero's flags for fields the server refuses with the reason
+	// (FailedValidation), kept so that a Velero command line means the
+	// same request and is refused for what it asks, not for its spelling.
+	annotations         map[string]string
+	orderedResources    string
+	snapshotMoveData    optionalBool
+	dataMover           string
+	parallelFilesUpload int
 }
 
 type createOptions struct {
@@ -147,6 +155,30 @@ func (o *backupSpecFlags) bind(fl *pflag.FlagSet, target string) {
 		"namespaced resources to leave out, as resource.group; '*' for all"+scoped)
 	fl.DurationVar(&o.csiSnapshotTimeout, "csi-snapshot-timeout", 0, "how long to wait for each CSI VolumeSnapshot to become ready (default: the server's, 10m)")
 	fl.DurationVar(&o.itemOperationTimeout, "item-operation-timeout", 0, "how long to wait for plugins' asynchronous operations (default: the server's, 4h)")
+	fl.StringToStringVar(&o.annotations, "annotations", nil, "annotations for "+target+", as key=value,key=value")
+	fl.StringVar(&o.orderedResources, "ordered-resources", "",
+		"order of named objects per resource, e.g. 'pods=ns1/pod1,ns1/pod2;persistentvolumeclaims=ns1/pvc4' (refused by the server: not implemented)")
+	fl.Var(&o.snapshotMoveData, "snapshot-move-data", "move snapshot data to the storage location (refused by the server: Lifeboat has no data mover)")
+	fl.Lookup("snapshot-move-data").NoOptDefVal = "true"
+	fl.StringVar(&o.dataMover, "data-mover", "", "data mover for --snapshot-move-data (refused by the server: Lifeboat has no data mover)")
+	fl.IntVar(&o.parallelFilesUpload, "parallel-files-upload", 0, "files the file-system uploader sends at once (refused by the server: Lifeboat has no file-system uploader)")
+}
+
+// parseOrderedResources reads Velero's --ordered-resources syntax:
+// RESOURCE=ns/name,ns/name;RESOURCE=name.
+func parseOrderedResources(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for entry := range strings.SplitSeq(s, ";") {
+		kind, order, ok := strings.Cut(entry, "=")
+		if !ok || strings.Contains(order, "=") || strings.TrimSpace(kind) == "" {
+			return nil, fmt.Errorf("invalid --ordered-resources entry %q: want RESOURCE=ns/name,ns/name, entries separated by ';'", entry)
+		}
+		out[strings.TrimSpace(kind)] = strings.TrimSpace(order)
+	}
+	return out, nil
 }
 
 // spec turns the flags into a BackupSpec; ttlSet tells an explicit
@@ -168,6 +200,13 @@ func (o *backupSpecFlags) spec(ttlSet bool) (v1.BackupSpec, error) {
 	if o.csiSnapshotTimeout < 0 || o.itemOperationTimeout < 0 {
 		return v1.BackupSpec{}, errors.New("--csi-snapshot-timeout and --item-operation-timeout must not be negative")
 	}
+	if o.parallelFilesUpload < 0 {
+		return v1.BackupSpec{}, errors.New("--parallel-files-upload must not be negative")
+	}
+	ordered, err := parseOrderedResources(o.orderedResources)
+	if err != nil {
+		return v1.BackupSpec{}, err
+	}
 	spec := v1.BackupSpec{
 		IncludedClusterScopedResources:   o.includeClusterScoped,
 		ExcludedClusterScopedResources:   o.excludeClusterScoped,
@@ -175,6 +214,9 @@ func (o *backupSpecFlags) spec(ttlSet bool) (v1.BackupSpec, error) {
 		ExcludedNamespaceScopedResources: o.excludeNamespaceScoped,
 		CSISnapshotTimeout:               metav1.Duration{Duration: o.csiSnapshotTimeout},
 		ItemOperationTimeout:             metav1.Duration{Duration: o.itemOperationTimeout},
+		OrderedResources:                 ordered,
+		SnapshotMoveData:                 o.snapshotMoveData.value,
+		DataMover:                        o.dataMover,
 		IncludedNamespaces:               o.includeNamespaces,
 		ExcludedNamespaces:               o.excludeNamespaces,
 		IncludedResources:                o.includeResources,
@@ -184,6 +226,9 @@ func (o *backupSpecFlags) spec(ttlSet bool) (v1.BackupSpec, error) {
 		DefaultVolumesToFsBackup:         o.defaultVolumesToFS.value,
 		VolumeSnapshotLocations:          o.snapshotLocations,
 		StorageLocation:                  o.storageLocation,
+	}
+	if o.parallelFilesUpload > 0 {
+		spec.UploaderConfig = &v1.UploaderConfigForBackup{ParallelFilesUpload: o.parallelFilesUpload}
 	}
 	if o.resourcePolicy != "" {
 		spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: o.resourcePolicy}
@@ -223,7 +268,7 @@ func (o *createOptions) buildBackup(name, namespace string, ttlSet bool) (*v1.Ba
 		return nil, err
 	}
 	b := &v1.Backup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels(), Annotations: nilIfEmpty(o.annotations)},
 		Spec:       spec,
 	}
 	if o.storageLocation != "" {
@@ -264,8 +309,15 @@ func (o *createOptions) backupFromSchedule(ctx context.Context, f *Factory, name
 	}
 	labels[v1.ScheduleNameLabel] = v1.LabelValue(s.Name)
 	maps.Copy(labels, o.labels)
+	annotations := maps.Clone(s.Annotations)
+	if len(o.annotations) > 0 {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		maps.Copy(annotations, o.annotations)
+	}
 	b := &v1.Backup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.Namespace, Labels: labels, Annotations: maps.Clone(s.Annotations)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.Namespace, Labels: labels, Annotations: annotations},
 		Spec:       *s.Spec.Template.DeepCopy(),
 	}
 	if s.Spec.UseOwnerReferencesInBackup != nil && *s.Spec.UseOwnerReferencesInBackup {

@@ -123,3 +123,57 @@ func TestBackupCreateFromSchedule(t *testing.T) {
 		}
 	}
 }
+
+// Velero's flags for fields the server refuses (or that only Velero's
+// file-system paths use) write the same spec fields Velero's CLI writes.
+func TestVeleroOnlyFlagsWriteVelerosFields(t *testing.T) {
+	f := newTestFactory(nil)
+	b := printed[v1.Backup](t, f, "backup", "create", "b", "--annotations", "a=1", "--ordered-resources", "pods=ns/p1,ns/p2;persistentvolumes=pv1",
+		"--snapshot-move-data", "--data-mover", "velero", "--parallel-files-upload", "4")
+	if b.Annotations["a"] != "1" || b.Spec.OrderedResources["pods"] != "ns/p1,ns/p2" || b.Spec.OrderedResources["persistentvolumes"] != "pv1" ||
+		b.Spec.SnapshotMoveData == nil || !*b.Spec.SnapshotMoveData || b.Spec.DataMover != "velero" || b.Spec.UploaderConfig == nil ||
+		b.Spec.UploaderConfig.ParallelFilesUpload != 4 {
+		t.Errorf("backup %+v", b)
+	}
+	if _, _, err := run(t, f, "backup", "create", "b", "--ordered-resources", "pods", "-o", "json"); err == nil || !strings.Contains(err.Error(), "--ordered-resources") {
+		t.Errorf("bad --ordered-resources: %v", err)
+	}
+	s := printed[v1.Schedule](t, f, "schedule", "create", "s", "--schedule", "@daily", "--annotations", "a=1")
+	if s.Annotations["a"] != "1" {
+		t.Errorf("schedule annotations %v", s.Annotations)
+	}
+	rs := printed[v1.Restore](t, f, "restore", "create", "--from-backup", "b", "--annotations", "a=1", "--resource-policies-configmap", "pol",
+		"--resource-modifier-configmap", "mod", "--status-include-resources", "widgets.example.com", "--status-exclude-resources", "pods",
+		"--write-sparse-files", "--parallel-files-download", "3")
+	if rs.Annotations["a"] != "1" || rs.Spec.ResourcePolicy == nil || rs.Spec.ResourcePolicy.Name != "pol" || rs.Spec.ResourceModifier == nil ||
+		rs.Spec.ResourceModifier.Kind != "configmap" || rs.Spec.ResourceModifier.Name != "mod" || rs.Spec.RestoreStatus == nil ||
+		rs.Spec.RestoreStatus.IncludedResources[0] != "widgets.example.com" || rs.Spec.RestoreStatus.ExcludedResources[0] != "pods" ||
+		rs.Spec.UploaderConfig == nil || rs.Spec.UploaderConfig.ParallelFilesDownload != 3 || !*rs.Spec.UploaderConfig.WriteSparseFiles {
+		t.Errorf("restore %+v", rs)
+	}
+	// Without those flags, none of the fields is set.
+	plain := printed[v1.Restore](t, f, "restore", "create", "--from-backup", "b")
+	if plain.Spec.UploaderConfig != nil || plain.Spec.RestoreStatus != nil || plain.Spec.ResourceModifier != nil || plain.Annotations != nil {
+		t.Errorf("plain restore %+v", plain.Spec)
+	}
+}
+
+// --allow-partially-failed picks the newest Completed or PartiallyFailed
+// backup of the schedule on the client, as Velero's CLI does.
+func TestRestoreAllowPartiallyFailed(t *testing.T) {
+	mk := func(name string, phase v1.BackupPhase, age time.Duration) *v1.Backup {
+		b := &v1.Backup{ObjectMeta: objMeta(name, map[string]string{v1.ScheduleNameLabel: "nightly"})}
+		b.Status.Phase = phase
+		b.Status.StartTimestamp = timePtr(testNow.Add(-age))
+		return b
+	}
+	c := newFakeBuilder(t, mk("old", v1.BackupPhaseCompleted, 3*time.Hour), mk("newer", v1.BackupPhasePartiallyFailed, 2*time.Hour),
+		mk("newest", v1.BackupPhaseFailed, time.Hour)).Build()
+	if _, _, err := run(t, newTestFactory(c), "restore", "create", "r", "--from-schedule", "nightly", "--allow-partially-failed"); err != nil {
+		t.Fatal(err)
+	}
+	rs := &v1.Restore{}
+	if !exists(t, c, rs, "r") || rs.Spec.BackupName != "newer" || rs.Spec.ScheduleName != "" {
+		t.Errorf("restore spec %+v, want backup newer", rs.Spec)
+	}
+}

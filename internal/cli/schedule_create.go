@@ -124,7 +124,7 @@ func (o *scheduleCreateOptions) buildSchedule(name, namespace string, ttlSet boo
 	return &v1.Schedule{
 		// Velero puts --labels on the schedule; the server copies them onto
 		// each backup it creates.
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels(), Annotations: nilIfEmpty(o.annotations)},
 		Spec: v1.ScheduleSpec{
 			Template:                   spec,
 			Schedule:                   o.schedule,
