@@ -92,8 +92,9 @@ func newBackupLocationCommand(f *Factory) *cobra.Command {
 		newGetCommand(f, backupLocationKind),
 		newBackupLocationSetCommand(f),
 		newObjectDeleteCommand(f, backupLocationKind, "Delete backup storage locations",
-			"Delete removes the BackupStorageLocation objects and, as Velero does, the Backup objects of\n"+
-				"each location (those labelled velero.io/storage-location=NAME). Only the objects go: the\n"+
+			"Delete removes the BackupStorageLocation objects and, as Velero does, the Backup (and Velero's\n"+
+				"BackupRepository) objects of each location, those labelled velero.io/storage-location=NAME.\n"+
+				"Only the objects go: the\n"+
 				"backups' files stay in the bucket, and creating the location again brings the backups back.",
 			"  lifeboat backup-location delete old-bucket --confirm\n"+
 				"  lifeboat backup-location delete --selector team=shop --confirm",
@@ -109,8 +110,8 @@ func newBackupLocationCommand(f *Factory) *cobra.Command {
 func deleteBackupsOfLocation(ctx context.Context, c client.Client, out io.Writer, l *v1.BackupStorageLocation) error {
 	fmt.Fprintf(out, "Backup storage location %q deleted successfully.\n", l.Name)
 	list := &v1.BackupList{}
-	callCtx, cancel := callCtx(ctx)
-	err := c.List(callCtx, list, client.InNamespace(l.Namespace), client.MatchingLabels{v1.StorageLocationLabel: v1.LabelValue(l.Name)})
+	listCtx, cancel := callCtx(ctx)
+	err := c.List(listCtx, list, client.InNamespace(l.Namespace), client.MatchingLabels{v1.StorageLocationLabel: v1.LabelValue(l.Name)})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("finding the backups of deleted backup storage location %q: %w", l.Name, err)
@@ -126,6 +127,26 @@ func deleteBackupsOfLocation(ctx context.Context, c client.Client, out io.Writer
 			continue
 		}
 		fmt.Fprintf(out, "Backup associated with deleted BSL(s) %q deleted successfully.\n", b.Name)
+	}
+	// Velero's file-system backup repositories of the location go too, as
+	// Velero deletes them; Lifeboat never creates any.
+	repos := &v1.BackupRepositoryList{}
+	listCtx, cancel = callCtx(ctx)
+	err = c.List(listCtx, repos, client.InNamespace(l.Namespace), client.MatchingLabels{v1.StorageLocationLabel: v1.LabelValue(l.Name)})
+	cancel()
+	if err != nil && !isCRDMissing(err) {
+		errs = append(errs, fmt.Errorf("finding the backup repositories of deleted backup storage location %q: %w", l.Name, err))
+	}
+	for i := range repos.Items {
+		r := &repos.Items[i]
+		delCtx, cancel := callCtx(ctx)
+		err := c.Delete(delCtx, r)
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting backup repository %q of deleted backup storage location %q: %w", r.Name, l.Name, err))
+			continue
+		}
+		fmt.Fprintf(out, "Backup repository associated with deleted BSL(s) %q deleted successfully.\n", r.Name)
 	}
 	return errors.Join(errs...)
 }

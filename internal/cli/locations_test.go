@@ -113,17 +113,19 @@ func TestBackupLocationDeleteRemovesItsBackupObjects(t *testing.T) {
 		b.Finalizers = []string{v1.BackupFinalizer}
 		return b
 	}
-	c := newFakeBuilder(t, location("old"), location("keep"), mk("b1", "old"), mk("b2", "old"), mk("b3", "keep")).Build()
+	repo := &v1.BackupRepository{ObjectMeta: objMeta("old-repo", map[string]string{v1.StorageLocationLabel: "old"})}
+	c := newFakeBuilder(t, location("old"), location("keep"), mk("b1", "old"), mk("b2", "old"), mk("b3", "keep"), repo).Build()
 	out, _, err := run(t, newTestFactory(c), "backup-location", "delete", "old", "--confirm")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`Backup storage location "old" deleted successfully.`, `"b1" deleted successfully`, `"b2" deleted successfully`} {
+	for _, want := range []string{`Backup storage location "old" deleted successfully.`, `"b1" deleted successfully`, `"b2" deleted successfully`,
+		`Backup repository associated with deleted BSL(s) "old-repo" deleted successfully.`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if exists(t, c, &v1.BackupStorageLocation{}, "old") || exists(t, c, &v1.Backup{}, "b1") || exists(t, c, &v1.Backup{}, "b2") {
+	if exists(t, c, &v1.BackupStorageLocation{}, "old") || exists(t, c, &v1.Backup{}, "b1") || exists(t, c, &v1.Backup{}, "b2") || exists(t, c, &v1.BackupRepository{}, "old-repo") {
 		t.Error("location or its backups left")
 	}
 	if !exists(t, c, &v1.BackupStorageLocation{}, "keep") || !exists(t, c, &v1.Backup{}, "b3") {
