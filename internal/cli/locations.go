@@ -94,8 +94,8 @@ func newBackupLocationCommand(f *Factory) *cobra.Command {
 		newObjectDeleteCommand(f, backupLocationKind, "Delete backup storage locations",
 			"Delete removes the BackupStorageLocation objects and, as Velero does, the Backup (and Velero's\n"+
 				"BackupRepository) objects of each location, those labelled velero.io/storage-location=NAME.\n"+
-				"Only the objects go: the\n"+
-				"backups' files stay in the bucket, and creating the location again brings the backups back.",
+				"Only the objects go: the backups' files stay in the bucket, and creating the location again\n"+
+				"brings the backups back.",
 			"  lifeboat backup-location delete old-bucket --confirm\n"+
 				"  lifeboat backup-location delete --selector team=shop --confirm",
 			deleteBackupsOfLocation),
