@@ -71,6 +71,9 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newPolicyCommand(f),
 	)
 	root.AddCommand(verbFirstCommands(f)...)
+	// Cobra adds its completion command when the command line runs; added
+	// now, it gets the same treatment as the others.
+	root.InitDefaultCompletionCmd()
 	walk(root, refuseUnknownSubcommands)
 	return root
 }
