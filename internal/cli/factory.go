@@ -90,11 +90,11 @@ func NewFactory() *Factory {
 	return f
 }
 
-// veleroConfig is the part of Velero's client config file Lifeboat uses.
-// Velero stores every value as a string.
+// veleroConfig is the part of Velero's client config file Lifeboat uses:
+// its keys "namespace" and "cacert". Velero stores every value as a string.
 type veleroConfig struct {
-	Namespace string `json:"namespace"`
-	CACert    string `json:"cacert"`
+	Namespace string
+	CACert    string
 }
 
 // veleroConfigPath is where `velero client config set` writes.
