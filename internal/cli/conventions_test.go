@@ -134,6 +134,8 @@ func hostAfter(t *testing.T, args ...string) (*Factory, string) {
 }
 
 func TestKubecontextSelectsTheContext(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("VELERO_NAMESPACE", "")
 	kc := writeTwoContextKubeconfig(t)
 	if _, host := hostAfter(t, "--kubeconfig", kc); host != "https://a.example:6443" {
 		t.Errorf("current context: host %s", host)
