@@ -106,6 +106,9 @@ users:
 
 func runReal(t *testing.T, args ...string) error {
 	t.Helper()
+	// The namespace must not come from the environment of whoever runs
+	// the tests.
+	t.Setenv("VELERO_NAMESPACE", "")
 	cmd := NewRootCommand()
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
