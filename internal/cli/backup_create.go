@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -40,35 +41,71 @@ type backupSpecFlags struct {
 	snapshotLocations       []string
 	resourcePolicy          string
 	labels                  map[string]string
+	// Velero's newer filters, which name the scope of each resource.
+	includeClusterScoped   []string
+	excludeClusterScoped   []string
+	includeNamespaceScoped []string
+	excludeNamespaceScoped []string
+	csiSnapshotTimeout     time.Duration
+	itemOperationTimeout   time.Duration
+	// Velero's flags for fields the server refuses with the reason
+	// (FailedValidation), kept so that a Velero command line means the
+	// same request and is refused for what it asks, not for its spelling.
+	annotations         map[string]string
+	orderedResources    string
+	snapshotMoveData    optionalBool
+	dataMover           string
+	parallelFilesUpload int
 }
 
 type createOptions struct {
 	backupSpecFlags
-	wait   bool
-	output string
+	fromSchedule string
+	wait         bool
+	output       string
 }
 
 func newBackupCreateCommand(f *Factory) *cobra.Command {
 	o := &createOptions{}
 	cmd := &cobra.Command{
-		Use:   "create NAME",
+		Use:   "create NAME | --from-schedule SCHEDULE [NAME]",
 		Short: "Create a backup",
+		Long: "Create a Backup for the server to carry out. With --from-schedule the backup is made from the\n" +
+			"schedule's template, labels and owner, as the schedule itself would make it, and NAME defaults to\n" +
+			"SCHEDULE-YYYYMMDDhhmmss; the other filter flags are then ignored, as in Velero.",
 		Example: `  # Back up two namespaces and wait for the result
   lifeboat backup create web --include-namespaces shop,blog --wait
 
   # Back up everything labelled app=db, kept for a week
   lifeboat backup create db --selector app=db --ttl 168h
 
+  # Back up now what schedule nightly backs up
+  lifeboat backup create --from-schedule nightly --wait
+
   # Show the Backup object without creating it
   lifeboat backup create web --include-namespaces shop -o yaml`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
 			if o.output != "" {
 				if err := checkFormat(o.output, formatYAML, formatJSON); err != nil {
 					return err
 				}
 			}
-			backup, err := o.buildBackup(args[0], f.Namespace, cmd.Flags().Changed("ttl"))
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			var (
+				backup *v1.Backup
+				err    error
+			)
+			if cmd.Flags().Changed("from-schedule") {
+				backup, err = o.backupFromSchedule(cmd.Context(), f, name)
+			} else if name == "" {
+				err = errors.New("name the backup: `lifeboat backup create NAME`, or make it from a schedule with --from-schedule SCHEDULE")
+			} else {
+				backup, err = o.buildBackup(name, f.Namespace, cmd.Flags().Changed("ttl"))
+			}
 			if err != nil {
 				return err
 			}
@@ -81,6 +118,7 @@ func newBackupCreateCommand(f *Factory) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	o.bind(fl, "the backup")
+	fl.StringVar(&o.fromSchedule, "from-schedule", "", "make the backup from this schedule's template (the filter flags are then ignored); NAME is optional")
 	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for the backup to finish, showing progress")
 	fl.StringVarP(&o.output, "output", "o", "", "print the backup as yaml or json instead of creating it")
 	return cmd
@@ -106,6 +144,41 @@ func (o *backupSpecFlags) bind(fl *pflag.FlagSet, target string) {
 	fl.Var(&o.defaultVolumesToFS, "default-volumes-to-fs-backup", "choose fs-backup for every pod volume not opted out (recorded, with a warning: Lifeboat has no file-system data mover yet)")
 	fl.Lookup("default-volumes-to-fs-backup").NoOptDefVal = "true"
 	fl.StringToStringVar(&o.labels, "labels", nil, "labels for "+target+", as key=value,key=value")
+	scoped := " (cannot be combined with --include-resources, --exclude-resources or --include-cluster-resources)"
+	fl.StringSliceVar(&o.includeClusterScoped, "include-cluster-scoped-resources", nil,
+		"cluster-scoped resources to back up, as resource.group, e.g. storageclasses.storage.k8s.io; '*' for all"+scoped)
+	fl.StringSliceVar(&o.excludeClusterScoped, "exclude-cluster-scoped-resources", nil,
+		"cluster-scoped resources to leave out, as resource.group; '*' for all"+scoped)
+	fl.StringSliceVar(&o.includeNamespaceScoped, "include-namespace-scoped-resources", nil,
+		"namespaced resources to back up, as resource.group, e.g. deployments.apps; '*' for all"+scoped)
+	fl.StringSliceVar(&o.excludeNamespaceScoped, "exclude-namespace-scoped-resources", nil,
+		"namespaced resources to leave out, as resource.group; '*' for all"+scoped)
+	fl.DurationVar(&o.csiSnapshotTimeout, "csi-snapshot-timeout", 0, "how long to wait for each CSI VolumeSnapshot to become ready (default: the server's, 10m)")
+	fl.DurationVar(&o.itemOperationTimeout, "item-operation-timeout", 0, "how long to wait for plugins' asynchronous operations (default: the server's, 4h)")
+	fl.StringToStringVar(&o.annotations, "annotations", nil, "annotations for "+target+", as key=value,key=value")
+	fl.StringVar(&o.orderedResources, "ordered-resources", "",
+		"order of named objects per resource, e.g. 'pods=ns1/pod1,ns1/pod2;persistentvolumeclaims=ns1/pvc4' (refused by the server: not implemented)")
+	fl.Var(&o.snapshotMoveData, "snapshot-move-data", "move snapshot data to the storage location (refused by the server: Lifeboat has no data mover)")
+	fl.Lookup("snapshot-move-data").NoOptDefVal = "true"
+	fl.StringVar(&o.dataMover, "data-mover", "", "data mover for --snapshot-move-data (refused by the server: Lifeboat has no data mover)")
+	fl.IntVar(&o.parallelFilesUpload, "parallel-files-upload", 0, "files the file-system uploader sends at once (refused by the server: Lifeboat has no file-system uploader)")
+}
+
+// parseOrderedResources reads Velero's --ordered-resources syntax:
+// RESOURCE=ns/name,ns/name;RESOURCE=name.
+func parseOrderedResources(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for entry := range strings.SplitSeq(s, ";") {
+		kind, order, ok := strings.Cut(entry, "=")
+		if !ok || strings.Contains(order, "=") || strings.TrimSpace(kind) == "" {
+			return nil, fmt.Errorf("invalid --ordered-resources entry %q: want RESOURCE=ns/name,ns/name, entries separated by ';'", entry)
+		}
+		out[strings.TrimSpace(kind)] = strings.TrimSpace(order)
+	}
+	return out, nil
 }
 
 // spec turns the flags into a BackupSpec; ttlSet tells an explicit
@@ -118,16 +191,44 @@ func (o *backupSpecFlags) spec(ttlSet bool) (v1.BackupSpec, error) {
 	if o.selector != "" && o.orSelector != "" {
 		return v1.BackupSpec{}, errors.New("--selector and --or-selector cannot be used together")
 	}
+	oldFilters := len(o.includeResources) > 0 || len(o.excludeResources) > 0 || o.includeClusterResources.value != nil
+	newFilters := len(o.includeClusterScoped) > 0 || len(o.excludeClusterScoped) > 0 || len(o.includeNamespaceScoped) > 0 || len(o.excludeNamespaceScoped) > 0
+	if oldFilters && newFilters {
+		return v1.BackupSpec{}, errors.New("--include-resources, --exclude-resources and --include-cluster-resources cannot be combined with " +
+			"--include/exclude-cluster-scoped-resources and --include/exclude-namespace-scoped-resources: use one kind of filter or the other")
+	}
+	if o.csiSnapshotTimeout < 0 || o.itemOperationTimeout < 0 {
+		return v1.BackupSpec{}, errors.New("--csi-snapshot-timeout and --item-operation-timeout must not be negative")
+	}
+	if o.parallelFilesUpload < 0 {
+		return v1.BackupSpec{}, errors.New("--parallel-files-upload must not be negative")
+	}
+	ordered, err := parseOrderedResources(o.orderedResources)
+	if err != nil {
+		return v1.BackupSpec{}, err
+	}
 	spec := v1.BackupSpec{
-		IncludedNamespaces:       o.includeNamespaces,
-		ExcludedNamespaces:       o.excludeNamespaces,
-		IncludedResources:        o.includeResources,
-		ExcludedResources:        o.excludeResources,
-		IncludeClusterResources:  o.includeClusterResources.value,
-		SnapshotVolumes:          o.snapshotVolumes.value,
-		DefaultVolumesToFsBackup: o.defaultVolumesToFS.value,
-		VolumeSnapshotLocations:  o.snapshotLocations,
-		StorageLocation:          o.storageLocation,
+		IncludedClusterScopedResources:   o.includeClusterScoped,
+		ExcludedClusterScopedResources:   o.excludeClusterScoped,
+		IncludedNamespaceScopedResources: o.includeNamespaceScoped,
+		ExcludedNamespaceScopedResources: o.excludeNamespaceScoped,
+		CSISnapshotTimeout:               metav1.Duration{Duration: o.csiSnapshotTimeout},
+		ItemOperationTimeout:             metav1.Duration{Duration: o.itemOperationTimeout},
+		OrderedResources:                 ordered,
+		SnapshotMoveData:                 o.snapshotMoveData.value,
+		DataMover:                        o.dataMover,
+		IncludedNamespaces:               o.includeNamespaces,
+		ExcludedNamespaces:               o.excludeNamespaces,
+		IncludedResources:                o.includeResources,
+		ExcludedResources:                o.excludeResources,
+		IncludeClusterResources:          o.includeClusterResources.value,
+		SnapshotVolumes:                  o.snapshotVolumes.value,
+		DefaultVolumesToFsBackup:         o.defaultVolumesToFS.value,
+		VolumeSnapshotLocations:          o.snapshotLocations,
+		StorageLocation:                  o.storageLocation,
+	}
+	if o.parallelFilesUpload > 0 {
+		spec.UploaderConfig = &v1.UploaderConfigForBackup{ParallelFilesUpload: o.parallelFilesUpload}
 	}
 	if o.resourcePolicy != "" {
 		spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: o.resourcePolicy}
@@ -167,7 +268,7 @@ func (o *createOptions) buildBackup(name, namespace string, ttlSet bool) (*v1.Ba
 		return nil, err
 	}
 	b := &v1.Backup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels(), Annotations: nilIfEmpty(o.annotations)},
 		Spec:       spec,
 	}
 	if o.storageLocation != "" {
@@ -180,7 +281,60 @@ func (o *createOptions) buildBackup(name, namespace string, ttlSet bool) (*v1.Ba
 	return b, nil
 }
 
+// backupFromSchedule makes the Backup the schedule would make: its
+// template, the template's labels (or else the schedule's), the schedule's
+// name label and annotations, and the schedule as owner when it owns its
+// backups. --labels are added on top.
+func (o *createOptions) backupFromSchedule(ctx context.Context, f *Factory, name string) (*v1.Backup, error) {
+	if strings.TrimSpace(o.fromSchedule) == "" {
+		return nil, errors.New("--from-schedule needs a schedule name")
+	}
+	c, err := f.Client()
+	if err != nil {
+		return nil, err
+	}
+	s, err := scheduleKind.get(ctx, c, f.Namespace, strings.TrimSpace(o.fromSchedule))
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = s.Name + "-" + f.now().UTC().Format("20060102150405")
+	}
+	labels := maps.Clone(s.Spec.Template.Metadata.Labels)
+	if labels == nil {
+		labels = maps.Clone(s.Labels)
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1.ScheduleNameLabel] = v1.LabelValue(s.Name)
+	maps.Copy(labels, o.labels)
+	annotations := maps.Clone(s.Annotations)
+	if len(o.annotations) > 0 {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		maps.Copy(annotations, o.annotations)
+	}
+	b := &v1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.Namespace, Labels: labels, Annotations: annotations},
+		Spec:       *s.Spec.Template.DeepCopy(),
+	}
+	if s.Spec.UseOwnerReferencesInBackup != nil && *s.Spec.UseOwnerReferencesInBackup {
+		b.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: v1.SchemeGroupVersion.String(), Kind: "Schedule", Name: s.Name, UID: s.UID, Controller: ptr.To(true),
+		}}
+	}
+	if loc := b.Spec.StorageLocation; loc != "" {
+		b.Labels[v1.StorageLocationLabel] = v1.LabelValue(loc)
+	}
+	return b, nil
+}
+
 func (o *createOptions) run(ctx context.Context, f *Factory, out io.Writer, backup *v1.Backup) error {
+	if o.fromSchedule != "" {
+		fmt.Fprintf(out, "Creating backup from schedule %s, all other filters are ignored.\n", o.fromSchedule)
+	}
 	c, err := f.Client()
 	if err != nil {
 		return err

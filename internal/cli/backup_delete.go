@@ -47,6 +47,7 @@ func newBackupDeleteCommand(f *Factory) *cobra.Command {
 			"actions were to clean up is left for you). Given while another deletion of the backup is\n" +
 			"retrying, it lets that one go on past its failing items at once.\n" +
 			"Deleting asks for confirmation on a terminal; elsewhere it needs --confirm.",
+		Args: cobra.ArbitraryArgs,
 		Example: "  lifeboat backup delete nightly-20260301 --confirm --wait\n" +
 			"  lifeboat backup delete --selector app=shop --confirm\n" +
 			"  lifeboat backup delete nightly-20260301 --dry-run\n" +

@@ -22,19 +22,31 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 	var (
 		details bool
 		timeout time.Duration
+		tlsOpts *tlsFlags
 	)
+	// fetchDetails reads what --details adds through the server; nil
+	// results without --details.
+	fetchDetails := func(ctx context.Context, c client.Client, warn io.Writer, b *v1.Backup) (*resourceListResult, *volumeInfoResult, error) {
+		if !details {
+			return nil, nil, nil
+		}
+		d, err := f.storeDownloader(ctx, c, timeout, tlsOpts, b.Spec.StorageLocation, warn)
+		if err != nil {
+			return nil, nil, err
+		}
+		return fetchResourceList(ctx, d, v1.DownloadTargetKindBackupResourceList, b.Name), fetchVolumeInfo(ctx, d, b.Name), nil
+	}
 	cmd := newDescribeCommand(f, backupKind,
 		"Describe prints a backup's spec and status for people to read.\n"+
 			"With --details it also lists every backed-up resource, read from the backup's resource list\n"+
 			"through the server, and every volume with the action taken (snapshot, fs-backup, skip, custom),\n"+
-			"the volume policy rule or fallback that chose it, and the outcome. -o json|yaml prints the Backup objects instead.",
+			"the volume policy rule or fallback that chose it, and the outcome.\n"+
+			"-o json|yaml prints the same as a BackupDescription: the backup's metadata, phase, spec and\n"+
+			"status, resourceList and volumes (--details) and deleteBackupRequests.",
 		func(ctx context.Context, c client.Client, w io.Writer, b *v1.Backup) error {
-			var list *resourceListResult
-			var vols *volumeInfoResult
-			if details {
-				d := f.downloader(c, timeout)
-				list = fetchResourceList(ctx, d, v1.DownloadTargetKindBackupResourceList, b.Name)
-				vols = fetchVolumeInfo(ctx, d, b.Name)
+			list, vols, err := fetchDetails(ctx, c, w, b)
+			if err != nil {
+				return err
 			}
 			if err := f.describeBackup(w, b, list); err != nil {
 				return err
@@ -45,9 +57,17 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 				}
 			}
 			return f.describeDeletions(ctx, c, w, b)
+		},
+		func(ctx context.Context, c client.Client, b *v1.Backup) (any, error) {
+			list, vols, err := fetchDetails(ctx, c, io.Discard, b)
+			if err != nil {
+				return nil, err
+			}
+			return f.structuredBackup(ctx, c, b, list, vols)
 		})
 	cmd.Flags().BoolVar(&details, "details", false, "also list the backed-up resources and the volume decisions")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the resource list (--details)")
+	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
 }
 

@@ -250,11 +250,11 @@ func TestBackupDescribeEncoded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list v1.BackupList
+	var list []backupDescription
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatal(err)
 	}
-	if list.Kind != "BackupList" || len(list.Items) != 2 || list.Items[0].Name != "web" || list.Items[1].Kind != "Backup" {
-		t.Errorf("describe -o json printed %s with %d items", list.Kind, len(list.Items))
+	if len(list) != 2 || list[0].Metadata.Name != "web" || list[1].Kind != "BackupDescription" {
+		t.Errorf("describe -o json of two backups printed %s", out)
 	}
 }

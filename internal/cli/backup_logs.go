@@ -16,6 +16,7 @@ import (
 
 func newBackupLogsCommand(f *Factory) *cobra.Command {
 	var timeout time.Duration
+	var tlsOpts *tlsFlags
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "Print the log of a backup",
@@ -28,10 +29,15 @@ func newBackupLogsCommand(f *Factory) *cobra.Command {
 			}
 			// Checked first so a typo reads "backup not found" instead of a
 			// download request that is never answered.
-			if _, err := backupKind.get(cmd.Context(), c, f.Namespace, name); err != nil {
+			b, err := backupKind.get(cmd.Context(), c, f.Namespace, name)
+			if err != nil {
 				return err
 			}
-			err = copyGzipped(cmd.Context(), f.downloader(c, timeout), v1.DownloadTargetKindBackupLog, name,
+			d, err := f.storeDownloader(cmd.Context(), c, timeout, tlsOpts, b.Spec.StorageLocation, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			err = copyGzipped(cmd.Context(), d, v1.DownloadTargetKindBackupLog, name,
 				fmt.Sprintf("log of backup %q", name), cmd.OutOrStdout())
 			if errors.Is(err, errFileNotFound) {
 				return fmt.Errorf("backup %q has no log yet; logs are uploaded when a backup finishes: %w", name, err)
@@ -40,6 +46,7 @@ func newBackupLogsCommand(f *Factory) *cobra.Command {
 		}),
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the log")
+	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
 }
 
@@ -48,6 +55,7 @@ func newBackupDownloadCommand(f *Factory) *cobra.Command {
 		output  string
 		force   bool
 		timeout time.Duration
+		tlsOpts *tlsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "download NAME",
@@ -72,10 +80,15 @@ func newBackupDownloadCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := backupKind.get(cmd.Context(), c, f.Namespace, name); err != nil {
+			b, err := backupKind.get(cmd.Context(), c, f.Namespace, name)
+			if err != nil {
 				return err
 			}
-			rc, err := f.downloader(c, timeout).open(cmd.Context(), v1.DownloadTargetKindBackupContents, name)
+			d, err := f.storeDownloader(cmd.Context(), c, timeout, tlsOpts, b.Spec.StorageLocation, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			rc, err := d.open(cmd.Context(), v1.DownloadTargetKindBackupContents, name)
 			if errors.Is(err, errFileNotFound) {
 				return fmt.Errorf("backup %q has no contents to download; only finished backups do: %w", name, err)
 			}
@@ -100,6 +113,7 @@ func newBackupDownloadCommand(f *Factory) *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "", `file to write (default NAME-data.tar.gz; "-" for standard output)`)
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite the output file if it exists")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the download")
+	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
 }
 

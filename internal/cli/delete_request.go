@@ -27,7 +27,7 @@ func newDeleteRequestCommand(f *Factory) *cobra.Command {
 				"item involved, and, once it has ended, its report. -o json|yaml prints the objects instead.",
 			func(_ context.Context, _ client.Client, w io.Writer, r *v1.DeleteBackupRequest) error {
 				return f.describeDeleteRequest(w, r)
-			}),
+			}, nil),
 	)
 	return cmd
 }

@@ -106,6 +106,9 @@ users:
 
 func runReal(t *testing.T, args ...string) error {
 	t.Helper()
+	// The namespace must not come from the environment of whoever runs
+	// the tests.
+	t.Setenv("VELERO_NAMESPACE", "")
 	cmd := NewRootCommand()
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
@@ -245,11 +248,41 @@ func TestServerFlags(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	out, _, err := run(t, newTestFactory(nil), "version")
+	out, _, err := run(t, newTestFactory(nil), "version", "--client-only")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out != buildinfo.Version+"\n" {
+	want := "Client:\n\tVersion: " + buildinfo.Version + "\n"
+	if !strings.HasPrefix(out, want) || strings.Contains(out, "Server:") {
+		t.Errorf("version --client-only printed %q", out)
+	}
+
+	// The server's version comes from its answer to a ServerStatusRequest.
+	answered := false
+	c := newFakeBuilder(t).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if ssr, ok := obj.(*v1.ServerStatusRequest); ok {
+				answered = true
+				ssr.Status.Phase = v1.ServerStatusRequestPhaseProcessed
+				ssr.Status.ServerVersion = "v9.9.9"
+			}
+			return nil
+		},
+	}).Build()
+	out, _, err = run(t, newTestFactory(c), "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !answered || !strings.HasPrefix(out, want) || !strings.Contains(out, "Server:\n\tVersion: v9.9.9\n") {
 		t.Errorf("version printed %q", out)
+	}
+
+	// No server: the client part, then the error, and a failing exit.
+	out, _, err = run(t, newTestFactory(newFakeBuilder(t).Build()), "version", "--timeout", "50ms")
+	if err == nil || !strings.HasPrefix(out, want) || !strings.Contains(out, "<error getting server version") {
+		t.Errorf("version without a server: err %v, out %q", err, out)
 	}
 }

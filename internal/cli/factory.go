@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -36,6 +42,8 @@ type Factory struct {
 	Kubeconfig string
 	Context    string
 	Namespace  string
+	// CACertFile is the default of --cacert, from Velero's client config.
+	CACertFile string
 
 	// NewClient, when set, replaces the client built from the kubeconfig.
 	NewClient func() (client.Client, error)
@@ -56,16 +64,64 @@ type Factory struct {
 	client     client.Client
 }
 
-// NewFactory returns a factory with the real clients and clock.
+// NewFactory returns a factory with the real clients and clock. The
+// namespace and the CA bundle default the way Velero's client defaults
+// them, so a Velero user's settings carry over: VELERO_NAMESPACE, then
+// Velero's client config file (`velero client config set namespace=...`),
+// then "velero"; -n overrides them all.
 func NewFactory() *Factory {
-	return &Factory{
-		Namespace:    v1.DefaultNamespace,
+	f := &Factory{
+		Namespace:    cmp.Or(os.Getenv("VELERO_NAMESPACE"), v1.DefaultNamespace),
 		HTTPClient:   newHTTPClient(),
 		Now:          time.Now,
 		Location:     time.Local,
 		PollInterval: time.Second,
 		IsTerminal:   isTerminal,
 	}
+	cfg, err := loadVeleroConfig(veleroConfigPath())
+	if err != nil {
+		// As in Velero: a broken config file is reported, not fatal.
+		fmt.Fprintf(os.Stderr, "Warning: %v\n", err)
+	}
+	if ns := cfg.Namespace; ns != "" {
+		f.Namespace = ns
+	}
+	f.CACertFile = cfg.CACert
+	return f
+}
+
+// veleroConfig is the part of Velero's client config file Lifeboat uses:
+// its keys "namespace" and "cacert". Velero stores every value as a string.
+type veleroConfig struct {
+	Namespace string
+	CACert    string
+}
+
+// veleroConfigPath is where `velero client config set` writes.
+func veleroConfigPath() string {
+	return filepath.Join(os.Getenv("HOME"), ".config", "velero", "config.json")
+}
+
+// loadVeleroConfig reads Velero's client config; a missing file is an
+// empty config.
+func loadVeleroConfig(path string) (veleroConfig, error) {
+	var cfg veleroConfig
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("reading the Velero client config: %w", err)
+	}
+	// Decoded loosely: a value of another type (Velero ignores those too)
+	// must not hide the others.
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return cfg, fmt.Errorf("reading the Velero client config %s: %w", path, err)
+	}
+	cfg.Namespace, _ = raw["namespace"].(string)
+	cfg.CACert, _ = raw["cacert"].(string)
+	return cfg, nil
 }
 
 // newHTTPClient bounds the wait for a store to answer but not the transfer:

@@ -41,6 +41,9 @@ func newFakeBuilder(t *testing.T, objs ...client.Object) *fake.ClientBuilder {
 
 func newTestFactory(c client.Client) *Factory {
 	f := NewFactory()
+	// Tests do not depend on the VELERO_NAMESPACE or Velero client config
+	// of whoever runs them.
+	f.Namespace, f.CACertFile = v1.DefaultNamespace, ""
 	f.NewClient = func() (client.Client, error) { return c, nil }
 	f.Now = func() time.Time { return testNow }
 	f.Location = time.UTC

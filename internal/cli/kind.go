@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,9 @@ type kindSpec[T any, PT objectPtr[T], L client.ObjectList] struct {
 	newList    func() L
 	items      func(L) *[]T
 	printTable func(f *Factory, w io.Writer, items []T) error
+	// getFlags, when set, binds flags of the kind's own to `get` and
+	// returns the filter they make (e.g. backup-location get --default).
+	getFlags func(fl *pflag.FlagSet) func(items []T) []T
 }
 
 func (k kindSpec[T, PT, L]) plural() string { return k.word + "s" }
@@ -94,7 +98,7 @@ func listOptions(namespace, selector string) ([]client.ListOption, error) {
 // list, even with one item, so that `get NAME -o json | jq .status.phase`
 // works and scripts that ask for several always get the same shape.
 func (k kindSpec[T, PT, L]) printEncodedObjects(w io.Writer, format string, names []string, list L) error {
-	if items := *k.items(list); len(names) == 1 {
+	if items := *k.items(list); len(names) == 1 && len(items) == 1 {
 		return printEncoded(w, format, PT(&items[0]))
 	}
 	return printEncoded(w, format, list)
@@ -104,10 +108,12 @@ func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k ki
 	var (
 		output   string
 		selector string
+		filter   func([]T) []T
 	)
 	cmd := &cobra.Command{
 		Use:   "get [NAME...]",
 		Short: "List " + k.plural(),
+		Args:  cobra.ArbitraryArgs,
 		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
 				return err
@@ -123,6 +129,9 @@ func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k ki
 			if err != nil {
 				return err
 			}
+			if filter != nil {
+				*k.items(list) = filter(*k.items(list))
+			}
 			out := cmd.OutOrStdout()
 			if output != formatTable {
 				return k.printEncodedObjects(out, output, args, list)
@@ -137,20 +146,26 @@ func newGetCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k ki
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only list "+k.plural()+" whose labels match this selector")
+	if k.getFlags != nil {
+		filter = k.getFlags(cmd.Flags())
+	}
 	return cmd
 }
 
-// newDescribeCommand builds `describe NAME...`; describe prints one object
-// for people to read, and the caller adds the flags it needs.
+// newDescribeCommand builds `describe [NAME...]`; describe prints one
+// object for people to read, and the caller adds the flags it needs. With
+// -o json|yaml, structured (when set) returns the object's structured
+// description instead; kinds without one print their objects.
 func newDescribeCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory, k kindSpec[T, PT, L], long string,
 	describe func(ctx context.Context, c client.Client, w io.Writer, obj PT) error,
+	structured func(ctx context.Context, c client.Client, obj PT) (any, error),
 ) *cobra.Command {
-	var output string
+	var output, selector string
 	cmd := &cobra.Command{
-		Use:   "describe NAME...",
+		Use:   "describe [NAME...]",
 		Short: "Show the details of " + k.plural(),
 		Long:  long,
-		Args:  cobra.MinimumNArgs(1),
+		Args:  cobra.ArbitraryArgs,
 		RunE: runE(f, func(cmd *cobra.Command, args []string) error {
 			if output == "" {
 				output = formatTable
@@ -158,19 +173,42 @@ func newDescribeCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory,
 			if err := checkFormat(output, formatTable, formatJSON, formatYAML); err != nil {
 				return err
 			}
+			if len(args) > 0 && selector != "" {
+				return fmt.Errorf("--selector cannot be combined with %s names", k.word)
+			}
 			c, err := f.Client()
 			if err != nil {
 				return err
 			}
-			list, err := k.list(cmd.Context(), c, f.Namespace, args, "")
+			list, err := k.list(cmd.Context(), c, f.Namespace, args, selector)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if output != formatTable {
-				return k.printEncodedObjects(out, output, args, list)
-			}
 			items := *k.items(list)
+			if len(items) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "No %s found in namespace %q.\n", k.plural(), f.Namespace)
+				return nil
+			}
+			if output != formatTable {
+				if structured == nil {
+					return k.printEncodedObjects(out, output, args, list)
+				}
+				descs := make([]any, 0, len(items))
+				for i := range items {
+					d, err := structured(cmd.Context(), c, PT(&items[i]))
+					if err != nil {
+						return err
+					}
+					descs = append(descs, d)
+				}
+				// One name asked for: its description; else a list, so
+				// the shape does not depend on how many matched.
+				if len(args) == 1 {
+					return encode(out, output, descs[0])
+				}
+				return encode(out, output, descs)
+			}
 			for i := range items {
 				if i > 0 {
 					fmt.Fprintln(out)
@@ -182,8 +220,11 @@ func newDescribeCommand[T any, PT objectPtr[T], L client.ObjectList](f *Factory,
 			return nil
 		}),
 	}
-	// Printed objects carry the API kind, which is the word capitalised.
-	kind := strings.ToUpper(k.word[:1]) + k.word[1:]
-	cmd.Flags().StringVarP(&output, "output", "o", "", "print the "+kind+" objects as json or yaml instead of a description")
+	what := "the " + k.plural() + " as json or yaml"
+	if structured != nil {
+		what = "a structured description as json or yaml"
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "print "+what+" instead of the text description")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "describe the "+k.plural()+" whose labels match this selector")
 	return cmd
 }

@@ -36,8 +36,9 @@ func TestGetAndDescribeRulesPerKind(t *testing.T) {
 					t.Errorf("%s -o wide: error = %v", verb, err)
 				}
 			}
-			if _, _, err := run(t, f, tc.kind, "describe"); err == nil {
-				t.Error("describe without a name did not fail")
+			// Without names, describe describes them all, as Velero's does.
+			if out, _, err := run(t, f, tc.kind, "describe"); err != nil || !strings.Contains(squeeze(out), "Name: a\n") || !strings.Contains(squeeze(out), "Name: b\n") {
+				t.Errorf("describe without a name: %v\n%s", err, out)
 			}
 			out, _, err := run(t, f, tc.kind, "get")
 			if err != nil {
@@ -60,7 +61,7 @@ func TestGetAndDescribeRulesPerKind(t *testing.T) {
 				{"--help", " get List " + tc.kind + "s\n"},
 				{"--help", " describe Show the details of " + tc.kind + "s\n"},
 				{"get --help", "only list " + tc.kind + "s whose labels match this selector"},
-				{"describe --help", "print the " + strings.ToUpper(tc.kind[:1]) + tc.kind[1:] + " objects as json or yaml"},
+				{"describe --help", "-o json|yaml prints the same as a " + strings.ToUpper(tc.kind[:1]) + tc.kind[1:] + "Description"},
 			} {
 				out, _, err := run(t, f, append([]string{tc.kind}, strings.Fields(c.args)...)...)
 				if err != nil || !strings.Contains(squeeze(out), c.want) {

@@ -8,11 +8,14 @@ import (
 	"io"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -33,6 +36,15 @@ type restoreCreateOptions struct {
 	preserveNodePorts       optionalBool
 	existingResourcePolicy  string
 	labels                  map[string]string
+	itemOperationTimeout    time.Duration
+	annotations             map[string]string
+	allowPartiallyFailed    optionalBool
+	resourcePolicy          string
+	resourceModifier        string
+	statusInclude           []string
+	statusExclude           []string
+	writeSparseFiles        optionalBool
+	parallelFilesDownload   int
 	wait                    bool
 	output                  string
 }
@@ -96,6 +108,17 @@ func newRestoreCreateCommand(f *Factory) *cobra.Command {
 	fl.Lookup("preserve-nodeports").NoOptDefVal = "true"
 	fl.StringVar(&o.existingResourcePolicy, "existing-resource-policy", "", "what to do with objects that already exist: none (keep them, warn when they differ) or update (patch them)")
 	fl.StringToStringVar(&o.labels, "labels", nil, "labels for the restore, as key=value,key=value")
+	fl.DurationVar(&o.itemOperationTimeout, "item-operation-timeout", 0, "how long to wait for plugins' asynchronous operations (default: the server's, 4h)")
+	fl.StringToStringVar(&o.annotations, "annotations", nil, "annotations for the restore, as key=value,key=value")
+	fl.Var(&o.allowPartiallyFailed, "allow-partially-failed", "with --from-schedule: restore the newest Completed or PartiallyFailed backup of the schedule (without it: the newest Completed)")
+	fl.Lookup("allow-partially-failed").NoOptDefVal = "true"
+	fl.StringVar(&o.resourcePolicy, "resource-policies-configmap", "", "ConfigMap holding a resource policy for the restore")
+	fl.StringVar(&o.resourceModifier, "resource-modifier-configmap", "", "ConfigMap holding resource modifier rules for the restore")
+	fl.StringSliceVar(&o.statusInclude, "status-include-resources", nil, "resources whose status is restored too, as resource.group")
+	fl.StringSliceVar(&o.statusExclude, "status-exclude-resources", nil, "resources whose status is not restored, as resource.group")
+	fl.Var(&o.writeSparseFiles, "write-sparse-files", "write sparse files when restoring volumes from file-system backups")
+	fl.Lookup("write-sparse-files").NoOptDefVal = "true"
+	fl.IntVar(&o.parallelFilesDownload, "parallel-files-download", 0, "files restored at once from file-system backups")
 	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for the restore to finish, showing progress")
 	fl.StringVarP(&o.output, "output", "o", "", "print the restore as yaml or json instead of creating it")
 	return cmd
@@ -141,7 +164,30 @@ func (o *restoreCreateOptions) buildRestore(name string, f *Factory) (*v1.Restor
 			RestorePVs:              o.restoreVolumes.value,
 			PreserveNodePorts:       o.preserveNodePorts.value,
 			ExistingResourcePolicy:  policy,
+			ItemOperationTimeout:    metav1.Duration{Duration: o.itemOperationTimeout},
 		},
+	}
+	if o.itemOperationTimeout < 0 {
+		return nil, errors.New("invalid --item-operation-timeout: must not be negative")
+	}
+	if o.parallelFilesDownload < 0 {
+		return nil, errors.New("invalid --parallel-files-download: must not be negative")
+	}
+	if len(o.annotations) > 0 {
+		rs.Annotations = maps.Clone(o.annotations)
+	}
+	// The same objects Velero's CLI writes for these flags.
+	if o.resourcePolicy != "" {
+		rs.Spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: o.resourcePolicy}
+	}
+	if o.resourceModifier != "" {
+		rs.Spec.ResourceModifier = &corev1.TypedLocalObjectReference{APIGroup: ptr.To(""), Kind: "configmap", Name: o.resourceModifier}
+	}
+	if len(o.statusInclude) > 0 {
+		rs.Spec.RestoreStatus = &v1.RestoreStatusSpec{IncludedResources: o.statusInclude, ExcludedResources: o.statusExclude}
+	}
+	if o.writeSparseFiles.value != nil || o.parallelFilesDownload > 0 {
+		rs.Spec.UploaderConfig = &v1.UploaderConfigForRestore{WriteSparseFiles: o.writeSparseFiles.value, ParallelFilesDownload: o.parallelFilesDownload}
 	}
 	if o.selector != "" {
 		if rs.Spec.LabelSelector, err = parseSelector("selector", o.selector); err != nil {
@@ -196,6 +242,13 @@ func (o *restoreCreateOptions) run(ctx context.Context, f *Factory, out io.Write
 	if err != nil {
 		return err
 	}
+	if o.allowPartiallyFailed.value != nil && *o.allowPartiallyFailed.value && rs.Spec.ScheduleName != "" {
+		// As Velero's CLI does: the server takes only Completed backups of a
+		// schedule, so the choice is made here and the backup named.
+		if err := pickScheduleBackup(ctx, c, rs); err != nil {
+			return err
+		}
+	}
 	if err := checkRestoreSource(ctx, c, rs); err != nil {
 		return err
 	}
@@ -223,6 +276,39 @@ func (o *restoreCreateOptions) run(ctx context.Context, f *Factory, out io.Write
 		return err
 	}
 	return reportRestoreOutcome(out, final)
+}
+
+// pickScheduleBackup points rs at the newest (by start time) Completed or
+// PartiallyFailed backup of its schedule; with none, rs is left for the
+// server to judge.
+func pickScheduleBackup(ctx context.Context, c client.Client, rs *v1.Restore) error {
+	list := &v1.BackupList{}
+	callCtx, cancel := callCtx(ctx)
+	defer cancel()
+	if err := c.List(callCtx, list, client.InNamespace(rs.Namespace), client.MatchingLabels{v1.ScheduleNameLabel: v1.LabelValue(rs.Spec.ScheduleName)}); err != nil {
+		return fmt.Errorf("listing the backups of schedule %q: %w", rs.Spec.ScheduleName, err)
+	}
+	var best *v1.Backup
+	for i := range list.Items {
+		b := &list.Items[i]
+		if b.Status.Phase != v1.BackupPhaseCompleted && b.Status.Phase != v1.BackupPhasePartiallyFailed {
+			continue
+		}
+		if best == nil || startOf(b).After(startOf(best)) {
+			best = b
+		}
+	}
+	if best != nil {
+		rs.Spec.BackupName, rs.Spec.ScheduleName = best.Name, ""
+	}
+	return nil
+}
+
+func startOf(b *v1.Backup) time.Time {
+	if b.Status.StartTimestamp == nil {
+		return time.Time{}
+	}
+	return b.Status.StartTimestamp.Time
 }
 
 // checkRestoreSource fails early, with the fix, on what the server would

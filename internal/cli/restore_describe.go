@@ -20,26 +20,43 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 	var (
 		details bool
 		timeout time.Duration
+		tlsOpts *tlsFlags
 	)
+	// fetchDetails reads what --details adds through the server; nil
+	// results without --details.
+	fetchDetails := func(ctx context.Context, c client.Client, warn io.Writer, rs *v1.Restore) (*restoreResults, *resourceListResult, error) {
+		if !details {
+			return nil, nil, nil
+		}
+		d, err := f.storeDownloader(ctx, c, timeout, tlsOpts, locationOfBackup(ctx, c, f.Namespace, rs.Spec.BackupName), warn)
+		if err != nil {
+			return nil, nil, err
+		}
+		return fetchRestoreResults(ctx, d, rs), fetchResourceList(ctx, d, v1.DownloadTargetKindRestoreResourceList, rs.Name), nil
+	}
 	cmd := newDescribeCommand(f, restoreKind,
 		"Describe prints a restore's spec and status for people to read.\n"+
 			"With --details it also prints the restore's warnings and errors and every restored resource,\n"+
 			"read from the restore's results and resource list through the server.\n"+
-			"-o json|yaml prints the Restore objects instead.",
+			"-o json|yaml prints the same as a RestoreDescription: the restore's metadata, phase, spec and\n"+
+			"status, and results and resourceList (--details).",
 		func(ctx context.Context, c client.Client, w io.Writer, rs *v1.Restore) error {
-			var (
-				res  *restoreResults
-				list *resourceListResult
-			)
-			if details {
-				d := f.downloader(c, timeout)
-				res = fetchRestoreResults(ctx, d, rs)
-				list = fetchResourceList(ctx, d, v1.DownloadTargetKindRestoreResourceList, rs.Name)
+			res, list, err := fetchDetails(ctx, c, w, rs)
+			if err != nil {
+				return err
 			}
 			return f.describeRestore(w, rs, res, list)
+		},
+		func(ctx context.Context, c client.Client, rs *v1.Restore) (any, error) {
+			res, list, err := fetchDetails(ctx, c, io.Discard, rs)
+			if err != nil {
+				return nil, err
+			}
+			return f.structuredRestore(rs, res, list), nil
 		})
 	cmd.Flags().BoolVar(&details, "details", false, "also print the warnings, errors and restored resources")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the results and resource list (--details)")
+	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
 }
 

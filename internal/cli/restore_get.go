@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 )
@@ -18,6 +20,18 @@ func newRestoreCommand(f *Factory) *cobra.Command {
 	}
 	cmd.AddCommand(
 		newRestoreCreateCommand(f),
+		newObjectDeleteCommand(f, restoreKind, "Delete restores",
+			"Delete removes the Restore objects. The objects a restore created in the cluster stay.\n"+
+				"Its log and results stay in object storage under restores/NAME/: Lifeboat removes a restore's\n"+
+				"files when its backup is deleted, while the Restore object still exists.",
+			"  lifeboat restore delete web-20260301120000 --confirm\n"+
+				"  lifeboat restore delete --selector team=shop --confirm\n"+
+				"  lifeboat restore delete --all --confirm",
+			func(_ context.Context, _ client.Client, out io.Writer, rs *v1.Restore) error {
+				fmt.Fprintf(out, "Request to delete restore %q submitted successfully.\n", rs.Name)
+				fmt.Fprintf(out, "The Restore object is deleted; its files under restores/%s/ in object storage stay.\n", rs.Name)
+				return nil
+			}),
 		newGetCommand(f, restoreKind),
 		newRestoreDescribeCommand(f),
 		newRestoreLogsCommand(f),

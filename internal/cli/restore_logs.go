@@ -12,6 +12,7 @@ import (
 
 func newRestoreLogsCommand(f *Factory) *cobra.Command {
 	var timeout time.Duration
+	var tlsOpts *tlsFlags
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "Print the log of a restore",
@@ -33,7 +34,12 @@ func newRestoreLogsCommand(f *Factory) *cobra.Command {
 			if rs.Status.Phase == v1.RestorePhaseFailedValidation {
 				return fmt.Errorf("restore %q failed validation and has no log; `lifeboat restore describe %s` shows why", name, name)
 			}
-			err = copyGzipped(cmd.Context(), f.downloader(c, timeout), v1.DownloadTargetKindRestoreLog, name,
+			d, err := f.storeDownloader(cmd.Context(), c, timeout, tlsOpts,
+				locationOfBackup(cmd.Context(), c, f.Namespace, rs.Spec.BackupName), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			err = copyGzipped(cmd.Context(), d, v1.DownloadTargetKindRestoreLog, name,
 				fmt.Sprintf("log of restore %q", name), cmd.OutOrStdout())
 			if errors.Is(err, errFileNotFound) {
 				return fmt.Errorf("restore %q has no log yet; logs are uploaded when a restore finishes: %w", name, err)
@@ -42,5 +48,6 @@ func newRestoreLogsCommand(f *Factory) *cobra.Command {
 		}),
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the log")
+	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
 }

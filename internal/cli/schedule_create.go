@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/schedules"
@@ -34,6 +35,17 @@ func newScheduleCommand(f *Factory) *cobra.Command {
 		newScheduleDescribeCommand(f),
 		newSchedulePauseCommand(f, true),
 		newSchedulePauseCommand(f, false),
+		newObjectDeleteCommand(f, scheduleKind, "Delete schedules",
+			"Delete removes the Schedule objects; no more backups are created from them. Their backups\n"+
+				"stay, unless a schedule was created with --use-owner-references-in-backup: then Kubernetes\n"+
+				"garbage collection deletes its Backup objects too.",
+			"  lifeboat schedule delete nightly --confirm\n"+
+				"  lifeboat schedule delete --selector team=shop --confirm\n"+
+				"  lifeboat schedule delete --all --confirm",
+			func(_ context.Context, _ client.Client, out io.Writer, s *v1.Schedule) error {
+				fmt.Fprintf(out, "Schedule deleted: %s\n", s.Name)
+				return nil
+			}),
 	)
 	return cmd
 }
@@ -112,7 +124,7 @@ func (o *scheduleCreateOptions) buildSchedule(name, namespace string, ttlSet boo
 	return &v1.Schedule{
 		// Velero puts --labels on the schedule; the server copies them onto
 		// each backup it creates.
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: o.objectLabels(), Annotations: nilIfEmpty(o.annotations)},
 		Spec: v1.ScheduleSpec{
 			Template:                   spec,
 			Schedule:                   o.schedule,

@@ -16,9 +16,13 @@ import (
 func newScheduleDescribeCommand(f *Factory) *cobra.Command {
 	return newDescribeCommand(f, scheduleKind,
 		"Describe prints a schedule's cron expression, backup template and last runs for people\n"+
-			"to read. -o json|yaml prints the Schedule objects instead.",
+			"to read. -o json|yaml prints the same as a ScheduleDescription: the schedule's metadata,\n"+
+			"phase, spec and status, and nextBackup.",
 		func(_ context.Context, _ client.Client, w io.Writer, s *v1.Schedule) error {
 			return f.describeSchedule(w, s)
+		},
+		func(_ context.Context, _ client.Client, s *v1.Schedule) (any, error) {
+			return f.structuredSchedule(s), nil
 		})
 }
 

@@ -29,6 +29,7 @@ func newSchedulePauseCommand(f *Factory, pause bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   verb + " NAME... | --all | --selector SELECTOR",
 		Short: short,
+		Args:  cobra.ArbitraryArgs,
 		Example: fmt.Sprintf(`  lifeboat schedule %[1]s nightly weekly
   lifeboat schedule %[1]s --selector team=ops
   lifeboat schedule %[1]s --all`, verb),
