@@ -72,7 +72,9 @@ func TestBackupRestoreAndDeleteWithVeleroCLI(t *testing.T) {
 	ns := workload(t)
 	backup := env.Name("nightly")
 
-	out := velero(t, "backup", "create", backup, "--include-namespaces", ns, "--wait")
+	// A type the API server does not serve is a warning in the backup's
+	// results, so describe reads the results file too.
+	out := velero(t, "backup", "create", backup, "--include-namespaces", ns, "--exclude-resources", "widgets.example.com", "--wait")
 	mustContain(t, "backup create", out,
 		`Backup request "`+backup+`" submitted successfully.`,
 		"Backup completed with status: Completed.")
@@ -96,10 +98,14 @@ func TestBackupRestoreAndDeleteWithVeleroCLI(t *testing.T) {
 		"- "+ns+"/settings",
 		"v1/Secret:",
 		"- "+ns+"/token",
+		"TTL:  720h0m0s",
 		// From the results file (BackupResults).
-		"Errors:    0",
-		"Warnings:  0",
+		"Warnings:\n  Velero:     <none>\n",
+		`Cluster:  spec.excludedResources: "widgets.example.com" is not a resource type the API server serves`,
 	)
+	if strings.Contains(out, "\nErrors:") {
+		t.Errorf("backup describe shows errors for a backup without any:\n%s", out)
+	}
 
 	out = velero(t, "backup", "logs", backup)
 	if !strings.Contains(out, backup) {
@@ -124,8 +130,14 @@ func TestBackupRestoreAndDeleteWithVeleroCLI(t *testing.T) {
 		t.Errorf("the tarball's ConfigMap is not the one backed up: %s", files["resources/configmaps/namespaces/"+ns+"/settings.json"])
 	}
 
-	// Lose the ConfigMap, then restore it with the CLI.
+	// Lose the ConfigMap and change the Secret, then restore with the CLI:
+	// the ConfigMap comes back, the changed Secret is left alone with a
+	// warning (existingResourcePolicy none), read from the results file.
 	if err := env.Client.Delete(testenv.Ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
+		t.Fatal(err)
+	}
+	changed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, Data: map[string][]byte{"token": []byte("rotated")}}
+	if err := env.Client.Update(testenv.Ctx(t), changed); err != nil {
 		t.Fatal(err)
 	}
 	restore := env.Name("undo")
@@ -153,7 +165,13 @@ func TestBackupRestoreAndDeleteWithVeleroCLI(t *testing.T) {
 		"Resource List:",
 		"v1/ConfigMap:",
 		ns+"/settings(created)",
+		// From the results file (RestoreResults).
+		"Warnings:",
+		"could not restore secrets " + ns + "/token: it already exists and differs from the backup",
 	)
+	if strings.Contains(out, "\nErrors:") {
+		t.Errorf("restore describe shows errors for a restore without any:\n%s", out)
+	}
 	out = velero(t, "restore", "logs", restore)
 	if !strings.Contains(out, restore) {
 		t.Errorf("restore logs do not name the restore %s:\n%s", restore, out)
