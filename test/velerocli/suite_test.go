@@ -16,6 +16,7 @@ package velerocli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -49,30 +50,60 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	start := time.Now()
-	bin, err := buildVelero()
+	tmp, err := os.MkdirTemp("", "lifeboat-velerocli-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "velero CLI e2e setup:", err)
-		return 1
+		return fail(err)
 	}
-	veleroBin = bin
-	fmt.Fprintf(os.Stderr, "velero CLI ready in %s: %s\n", time.Since(start).Round(time.Millisecond), bin)
-	if home, err = os.MkdirTemp("", "lifeboat-velerocli-home-"); err != nil {
-		fmt.Fprintln(os.Stderr, "velero CLI e2e setup:", err)
-		return 1
+	defer os.RemoveAll(tmp)
+	home = filepath.Join(tmp, "home")
+	plugins := filepath.Join(tmp, "plugins")
+	for _, d := range []string{home, plugins} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fail(err)
+		}
 	}
-	defer os.RemoveAll(home)
-	return testenv.Run(m, testenv.Options{WithS3: true, S3TLS: true}, &env)
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return fail(fmt.Errorf("go env GOMOD: %w", err))
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+
+	start := time.Now()
+	var buildErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buildErr = buildPlugins(root, plugins)
+	}()
+	veleroBin, err = buildVelero(root)
+	<-done
+	if err := errors.Join(err, buildErr); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "velero CLI and plugins ready in %s: %s\n", time.Since(start).Round(time.Millisecond), veleroBin)
+	return testenv.Run(m, testenv.Options{WithS3: true, S3TLS: true, PluginDir: plugins}, &env)
+}
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "velero CLI e2e setup:", err)
+	return 1
+}
+
+// buildPlugins builds the plugins whose files `describe --details` shows:
+// a VolumeSnapshotter (native snapshots in the volume information) and a
+// BackupItemAction with asynchronous operations (the item operations).
+func buildPlugins(root, dir string) error {
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./examples/plugins/filesnapshotter", "./test/e2e/testdata/asyncplugin")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the test plugins: %w\n%s", err, b)
+	}
+	return nil
 }
 
 // buildVelero runs test/compat/build.sh velero (a cache hit costs nothing)
 // and returns the binary's path.
-func buildVelero() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
+func buildVelero(root string) (string, error) {
 	cmd := exec.Command(filepath.Join(root, "test", "compat", "build.sh"), "velero")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
