@@ -36,8 +36,8 @@ func TestVersionAndPlugins(t *testing.T) {
 	}
 }
 
-// TestScheduleWithVeleroCLI creates, reads, pauses, resumes and deletes a
-// schedule.
+// TestScheduleWithVeleroCLI creates, reads, pauses, resumes, backs up from
+// and deletes a schedule.
 func TestScheduleWithVeleroCLI(t *testing.T) {
 	defaultLocation(t)
 	ns := workload(t)
@@ -76,6 +76,16 @@ func TestScheduleWithVeleroCLI(t *testing.T) {
 		t.Errorf("schedule %s still paused after `velero schedule unpause`", name)
 	}
 
+	// A backup now, from the schedule's template (labelled with the
+	// schedule, as Velero's CLI labels it).
+	backup := name + "-now"
+	out = velero(t, "backup", "create", backup, "--from-schedule", name, "--wait")
+	mustContain(t, "backup create --from-schedule", out,
+		"Creating backup from schedule, all other filters are ignored.",
+		"Backup completed with status: Completed.")
+	out = velero(t, "backup", "describe", backup)
+	mustContain(t, "backup describe (from schedule)", out, "velero.io/schedule-name="+name, "Included:  "+ns, "TTL:  48h0m0s")
+
 	out = velero(t, "schedule", "delete", name, "--confirm")
 	mustContain(t, "schedule delete", out, "Schedule deleted: "+name)
 	waitGone(t, &v1.Schedule{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: name}}, time.Minute)
@@ -107,8 +117,9 @@ func waitSchedulePhase(t *testing.T, name string, phase v1.SchedulePhase) *v1.Sc
 
 // TestLocationsWithVeleroCLI creates a second backup location with
 // `velero backup-location create` (its CA inline, from --cacert), makes it
-// the default with `set` and back, backs up to it, and creates and lists a
-// volume snapshot location.
+// the default with `set`, backs up to it, makes the first the default
+// again, deletes the second, and creates and lists a volume snapshot
+// location.
 func TestLocationsWithVeleroCLI(t *testing.T) {
 	first, _ := defaultLocation(t)
 	out := velero(t, "backup-location", "get")
@@ -147,10 +158,6 @@ func TestLocationsWithVeleroCLI(t *testing.T) {
 	velero(t, "backup-location", "set", first, "--default=false")
 	out = velero(t, "backup-location", "set", second, "--default", "--cacert", caFile)
 	mustContain(t, "backup-location set", out, `Backup storage location "`+second+`" configured successfully.`)
-	t.Cleanup(func() {
-		velero(t, "backup-location", "set", second, "--default=false", "--cacert", caFile)
-		velero(t, "backup-location", "set", first, "--default")
-	})
 	out = velero(t, "backup-location", "get", "--default")
 	if lineWith(out, second) == "" || lineWith(out, first) != "" {
 		t.Errorf("backup-location get --default: want only %s:\n%s", second, out)
@@ -170,6 +177,24 @@ func TestLocationsWithVeleroCLI(t *testing.T) {
 	out = velero(t, "backup", "logs", backup)
 	if !strings.Contains(out, backup) {
 		t.Errorf("backup logs do not name the backup %s:\n%s", backup, out)
+	}
+
+	velero(t, "backup-location", "set", second, "--default=false", "--cacert", caFile)
+	velero(t, "backup-location", "set", first, "--default")
+	if bsl := env.WaitLocationPhase(t, first, v1.BackupStorageLocationPhaseAvailable, time.Minute); !bsl.Spec.Default {
+		t.Errorf("%s is not the default again", first)
+	}
+
+	// Deleting a location deletes its Backup objects (Velero's CLI does
+	// that itself), not the backups' data.
+	out = velero(t, "backup-location", "delete", second, "--confirm")
+	mustContain(t, "backup-location delete", out,
+		`Backup storage location "`+second+`" deleted successfully.`,
+		`Backup associated with deleted BSL(s) "`+backup+`" deleted successfully.`)
+	waitGone(t, &v1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: second}}, time.Minute)
+	waitGone(t, &v1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: backup}}, time.Minute)
+	if keys := env.S3.Keys(t, bucket, "team/backups/"+backup+"/"); len(keys) == 0 {
+		t.Errorf("deleting location %s deleted the data of backup %s too", second, backup)
 	}
 
 	vsl := env.Name("snapshots")
