@@ -169,7 +169,7 @@ func TestBackupRestoreAndDeleteWithVeleroCLI(t *testing.T) {
 		ns+"/settings(created)",
 		// From the results file (RestoreResults).
 		"Warnings:",
-		"could not restore secrets " + ns + "/token: it already exists and differs from the backup",
+		"could not restore secrets "+ns+"/token: it already exists and differs from the backup",
 	)
 	if strings.Contains(out, "\nErrors:") {
 		t.Errorf("restore describe shows errors for a restore without any:\n%s", out)
