@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -243,7 +245,8 @@ func waitGone(t *testing.T, obj client.Object, timeout time.Duration) {
 
 // checkDownloadRequests checks the DownloadRequests the CLI created for
 // the backups and restores named (the server keeps them until their URL
-// expires): each has a URL, and the file behind it is there.
+// expires): each has a URL that cannot be read without the location's CA,
+// and the file behind it is there.
 func checkDownloadRequests(t *testing.T, names ...string) {
 	t.Helper()
 	var list v1.DownloadRequestList
@@ -260,6 +263,13 @@ func checkDownloadRequests(t *testing.T, names ...string) {
 		if dr.Status.DownloadURL == "" {
 			t.Errorf("DownloadRequest %s (%s of %s) has no URL: %+v", dr.Name, dr.Spec.Target.Kind, dr.Spec.Target.Name, dr.Status)
 			continue
+		}
+		// Without the location's CA the URL cannot be read: the CLI got
+		// the file only because it trusted that CA.
+		_, err := (&http.Client{Timeout: 10 * time.Second}).Get(dr.Status.DownloadURL)
+		var unknown x509.UnknownAuthorityError
+		if !errors.As(err, &unknown) {
+			t.Errorf("GET %s of %s without the CA: err = %v, want an unknown-authority error", dr.Spec.Target.Kind, dr.Spec.Target.Name, err)
 		}
 		resp, err := httpc.Get(dr.Status.DownloadURL)
 		if err != nil {
