@@ -266,12 +266,15 @@ func checkDownloadRequests(t *testing.T, names ...string) {
 		}
 		// Without the location's CA the URL cannot be read: the CLI got
 		// the file only because it trusted that CA.
-		_, err := (&http.Client{Timeout: 10 * time.Second}).Get(dr.Status.DownloadURL)
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(dr.Status.DownloadURL)
+		if err == nil {
+			resp.Body.Close()
+		}
 		var unknown x509.UnknownAuthorityError
 		if !errors.As(err, &unknown) {
 			t.Errorf("GET %s of %s without the CA: err = %v, want an unknown-authority error", dr.Spec.Target.Kind, dr.Spec.Target.Name, err)
 		}
-		resp, err := httpc.Get(dr.Status.DownloadURL)
+		resp, err = httpc.Get(dr.Status.DownloadURL)
 		if err != nil {
 			t.Errorf("GET %s of %s: %v", dr.Spec.Target.Kind, dr.Spec.Target.Name, err)
 			continue
