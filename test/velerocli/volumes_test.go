@@ -1,8 +1,10 @@
 package velerocli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -62,6 +64,17 @@ func TestDescribeShowsSnapshotsAndOperations(t *testing.T) {
 		"v1/PersistentVolume:\n    - "+pv,
 		"v1/PersistentVolumeClaim:\n    - "+ns+"/data",
 	)
+
+	// The structured description reads the same files.
+	out = velero(t, "backup", "describe", backup, "--details", "-o", "json")
+	var described map[string]any
+	if err := json.Unmarshal([]byte(out), &described); err != nil {
+		t.Errorf("backup describe -o json is not JSON: %v\n%s", err, out)
+	}
+	mustContain(t, "backup describe --details -o json", out, snapID, `"v1/PersistentVolumeClaim"`)
+	if m := regexp.MustCompile(`"error[A-Z][A-Za-z]*"`).FindString(out); m != "" {
+		t.Errorf("backup describe -o json has %s:\n%s", m, out)
+	}
 
 	// Restore the volume from its snapshot: claim and volume gone first.
 	deleteNow(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}})
