@@ -21,11 +21,13 @@ import (
 // Lifeboat server's, and `velero plugin get` the server's plugins, both
 // answered through ServerStatusRequests.
 func TestVersionAndPlugins(t *testing.T) {
-	out := velero(t, "version")
+	// --timeout: the CLI waits 5s for the answer by default, too short on a
+	// machine running the whole test suite.
+	out := velero(t, "version", "--timeout", "30s")
 	// The server reports the Velero version it speaks with its own as
 	// build metadata, so the CLI sees matching versions and warns of none.
 	mustContain(t, "version", out, "Client:\n\tVersion: v1.18.3\n", "Server:\n\tVersion: "+controller.ServerVersion(buildinfo.Version)+"\n")
-	out = velero(t, "plugin", "get")
+	out = velero(t, "plugin", "get", "--timeout", "30s")
 	for _, want := range [][]string{
 		{"velero.io/aws", "ObjectStore"},
 		{"lifeboat.io/filesystem", "ObjectStore"},
