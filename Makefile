@@ -52,10 +52,13 @@ lint:
 	gl=$$(hack/gotool.sh golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint); \
 	for m in $(LINT_MODULES); do (cd $$m && GOWORK=off $$gl run --allow-serial-runners ./...); done
 
-# The pinned local API server, etcd and S3 server that the tests start.
+# The pinned local API server, etcd and S3 server that the tests start, and
+# Velero v1.18.3's CLI that test/velerocli runs (built once per go.sum of
+# test/compat; cold, about 5.5 minutes on two cores).
 tools:
 	hack/cluster-bins.sh >/dev/null
 	hack/versitygw.sh >/dev/null
+	test/compat/build.sh velero >/dev/null
 
 # The real node's parts: containerd, runc, CNI plugins and iptables from
 # Debian, kubelet and the other node components from the pinned tools module.

@@ -275,12 +275,17 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 	}
 
 	// Record the locations the backup goes to, as Velero does, so that
-	// `backup get` and later deletion know where it and its snapshots are.
+	// `backup get` and later deletion know where it and its snapshots are,
+	// and the TTL it was given (the server's default when spec.ttl is 0),
+	// so that `velero backup describe` shows the TTL the expiration came from.
 	if b.Spec.StorageLocation != bsl.Name || b.Labels[v1.StorageLocationLabel] != v1.LabelValue(bsl.Name) ||
-		!slices.Equal(b.Spec.VolumeSnapshotLocations, snapshotLocations) {
+		!slices.Equal(b.Spec.VolumeSnapshotLocations, snapshotLocations) || (b.Spec.TTL.Duration == 0 && r.DefaultTTL > 0) {
 		err := patchObject(ctx, r.Client, b, func() {
 			b.Spec.StorageLocation = bsl.Name
 			b.Spec.VolumeSnapshotLocations = snapshotLocations
+			if b.Spec.TTL.Duration == 0 {
+				b.Spec.TTL.Duration = r.DefaultTTL
+			}
 			if b.Labels == nil {
 				b.Labels = map[string]string{}
 			}

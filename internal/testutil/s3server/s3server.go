@@ -1,14 +1,23 @@
 // Package s3server runs a real S3 server (versitygw over a temporary
-// directory) for tests. The binary comes from hack/versitygw.sh, which builds
-// it once per machine into a cache.
+// directory) for tests, over plain HTTP or, with WithTLS, over HTTPS with a
+// CA of its own. The binary comes from hack/versitygw.sh, which builds it
+// once per machine into a cache.
 package s3server
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -36,14 +45,19 @@ const Region = "us-east-1"
 
 // Server is a running versitygw.
 type Server struct {
-	// Endpoint is the server's base URL, e.g. http://127.0.0.1:41234.
+	// Endpoint is the server's base URL, e.g. http://127.0.0.1:41234
+	// (https:// with WithTLS).
 	Endpoint  string
 	AccessKey string
 	SecretKey string
 	// Dir is the directory the server keeps its buckets in; bucket b is
 	// Dir/b.
 	Dir string
+	// CACert is, with WithTLS, the PEM certificate of the CA that signed
+	// the server's certificate: what a client must trust. Empty without TLS.
+	CACert []byte
 
+	tls     bool
 	client  *s3.Client
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -53,10 +67,21 @@ type Server struct {
 	buckets atomic.Int64
 }
 
+// Option changes how a server is run.
+type Option func(*Server)
+
+// WithTLS serves HTTPS with a certificate for 127.0.0.1 signed by a CA made
+// for this server alone (Server.CACert), so that only a client given that
+// CA can talk to it: a test of a location's CA settings fails if they are
+// ignored.
+func WithTLS() Option {
+	return func(s *Server) { s.tls = true }
+}
+
 // Start runs a server for the test and stops it when the test ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	srv, err := Launch()
+	srv, err := Launch(opts...)
 	if err != nil {
 		t.Fatalf("start S3 server: %v", err)
 	}
@@ -66,7 +91,7 @@ func Start(t testing.TB) *Server {
 
 // Launch runs a server that lives until Close, for TestMain, where one
 // server serves every test of a package.
-func Launch() (*Server, error) {
+func Launch(opts ...Option) (*Server, error) {
 	bin, err := binary()
 	if err != nil {
 		return nil, err
@@ -82,9 +107,18 @@ func Launch() (*Server, error) {
 		logPath:   filepath.Join(tmp, "versitygw.log"),
 		tmp:       tmp,
 	}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := os.Mkdir(s.Dir, 0o700); err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
+	}
+	if s.tls {
+		if s.CACert, err = writeServerCert(tmp); err != nil {
+			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("making the S3 server's TLS certificate: %w", err)
+		}
 	}
 	// The free port is found by binding and releasing it, so another process
 	// may take it first; a second try on a new port covers that race.
@@ -104,8 +138,78 @@ func Launch() (*Server, error) {
 		BaseEndpoint: aws.String(s.Endpoint),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+		HTTPClient:   s.HTTPClient(),
 	})
 	return s, nil
+}
+
+// HTTPClient returns an HTTP client that trusts the server (its CA, with
+// TLS), for tests that fetch its URLs themselves.
+func (s *Server) HTTPClient() *http.Client {
+	if !s.tls {
+		return &http.Client{Timeout: 30 * time.Second}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.CACert)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
+}
+
+// writeServerCert makes a CA and a certificate for 127.0.0.1 signed by it,
+// writes the certificate and its key to dir/tls.crt and dir/tls.key for
+// versitygw, and returns the CA's certificate (PEM).
+func writeServerCert(dir string) ([]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "lifeboat test S3 CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
 }
 
 func (s *Server) run(bin string) error {
@@ -115,13 +219,18 @@ func (s *Server) run(bin string) error {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s.Endpoint = "http://" + addr
+	args := []string{"--port", addr, "--quiet"}
+	if s.tls {
+		s.Endpoint = "https://" + addr
+		args = append(args, "--cert", filepath.Join(s.tmp, "tls.crt"), "--key", filepath.Join(s.tmp, "tls.key"))
+	}
 	logFile, err := os.Create(s.logPath)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
 
-	cmd := exec.Command(bin, "--port", addr, "--quiet", "posix", s.Dir)
+	cmd := exec.Command(bin, append(args, "posix", s.Dir)...)
 	cmd.Env = append(childEnv(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Setpgid lets Stop kill whatever versitygw starts; Pdeathsig kills the
@@ -156,7 +265,8 @@ func (s *Server) run(bin string) error {
 // answer) or exits.
 func (s *Server) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: time.Second}
+	client := s.HTTPClient()
+	client.Timeout = time.Second
 	for {
 		select {
 		case <-s.exited:
@@ -314,4 +424,23 @@ func repoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// Keys lists the keys in bucket under prefix.
+func (s *Server) Keys(t testing.TB, bucket, prefix string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("listing %s/%s: %v", bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	return keys
 }

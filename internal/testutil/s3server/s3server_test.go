@@ -2,6 +2,8 @@ package s3server
 
 import (
 	"bufio"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -97,4 +99,34 @@ func answers(endpoint string) bool {
 	}
 	resp.Body.Close()
 	return true
+}
+
+// TestWithTLSServesOnlyClientsTrustingItsCA: with WithTLS the server
+// speaks HTTPS, a client given Server.CACert works, and one without it is
+// refused for an unknown authority (so a caller that ignores the CA fails).
+func TestWithTLSServesOnlyClientsTrustingItsCA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts versitygw")
+	}
+	srv := Start(t, WithTLS())
+	if !strings.HasPrefix(srv.Endpoint, "https://127.0.0.1:") {
+		t.Fatalf("Endpoint = %q, want https://127.0.0.1:<port>", srv.Endpoint)
+	}
+	if !strings.Contains(string(srv.CACert), "BEGIN CERTIFICATE") {
+		t.Fatalf("CACert = %q, want a PEM certificate", srv.CACert)
+	}
+	srv.NewBucket(t) // through the client that trusts the CA
+	resp, err := srv.HTTPClient().Get(srv.Endpoint)
+	if err != nil {
+		t.Fatalf("GET with the CA: %v", err)
+	}
+	resp.Body.Close()
+	resp, err = (&http.Client{Timeout: 5 * time.Second}).Get(srv.Endpoint)
+	if err == nil {
+		resp.Body.Close()
+	}
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) {
+		t.Errorf("GET without the CA: err = %v, want an unknown-authority error", err)
+	}
 }

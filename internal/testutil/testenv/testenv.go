@@ -57,6 +57,10 @@ type Env struct {
 type Options struct {
 	// WithS3 starts an S3 server too.
 	WithS3 bool
+	// S3TLS makes that server speak HTTPS with a CA of its own; the
+	// locations S3Location creates trust it through
+	// spec.objectStorage.caCertRef.
+	S3TLS bool
 	// WithoutServer leaves the Lifeboat server out (tests that run it themselves).
 	WithoutServer bool
 	// PluginDir is the server's plugin dir; empty means none.
@@ -101,7 +105,11 @@ func Start(opts Options) (*Env, error) {
 		return nil, fmt.Errorf("creating namespace %s: %w", e.Namespace, err)
 	}
 	if opts.WithS3 {
-		if e.S3, err = s3server.Launch(); err != nil {
+		var s3opts []s3server.Option
+		if opts.S3TLS {
+			s3opts = append(s3opts, s3server.WithTLS())
+		}
+		if e.S3, err = s3server.Launch(s3opts...); err != nil {
 			e.Stop()
 			return nil, err
 		}
@@ -303,7 +311,8 @@ func (e *Env) S3Location(t testing.TB, name string) (*v1.BackupStorageLocation, 
 // S3LocationOver creates a BackupStorageLocation called name in namespace
 // over an existing bucket of the test S3 server (prefix "lifeboat"), with
 // its credentials in a secret: two of them over one bucket are two
-// clusters sharing it.
+// clusters sharing it. Over a TLS server, the location trusts the server's
+// CA through spec.objectStorage.caCertRef (a Secret key, as in Velero).
 func (e *Env) S3LocationOver(t testing.TB, namespace, name, bucket string) *v1.BackupStorageLocation {
 	t.Helper()
 	if e.S3 == nil {
@@ -312,6 +321,9 @@ func (e *Env) S3LocationOver(t testing.TB, namespace, name, bucket string) *v1.B
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials"},
 		Data:       map[string][]byte{"cloud": e.S3.CredentialsFile()},
+	}
+	if e.S3.CACert != nil {
+		secret.Data["ca.crt"] = e.S3.CACert
 	}
 	e.Create(t, secret)
 	bsl := &v1.BackupStorageLocation{
@@ -324,6 +336,11 @@ func (e *Env) S3LocationOver(t testing.TB, namespace, name, bucket string) *v1.B
 			},
 			StorageType: v1.StorageType{ObjectStorage: &v1.ObjectStorageLocation{Bucket: bucket, Prefix: "lifeboat"}},
 		},
+	}
+	if e.S3.CACert != nil {
+		bsl.Spec.ObjectStorage.CACertRef = &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: secret.Name}, Key: "ca.crt",
+		}
 	}
 	e.Create(t, bsl)
 	return bsl
