@@ -56,7 +56,7 @@ includeExcludePolicy:
 	if err := f.store.GetGzipJSON(ctx, f.store.BackupKey("filtered", storage.BackupResultsFile("filtered")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if w := strings.Join(res.Warnings.Velero, "\n"); !strings.Contains(w, "volumePolicies[0].conditions.volumeTypes[0]") || !strings.Contains(w, `"configMap"`) {
+	if w := strings.Join(append(res.Warnings.Velero, res.Warnings.Cluster...), "\n"); !strings.Contains(w, "volumePolicies[0].conditions.volumeTypes[0]") || !strings.Contains(w, `"configMap"`) {
 		t.Errorf("backup warnings %q do not point at the never-matching volume type", w)
 	}
 }
