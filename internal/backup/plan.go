@@ -46,12 +46,8 @@ func (r *run) applyPolicyFilters(ctx context.Context, resources *selection.Resou
 		r.results.Warning("", "spec.resourcePolicy: "+w)
 	}
 	if ie := pol.IncludeExcludePolicy; ie != nil {
-		resources.CombineWithPolicy(selection.PolicyFilters{
-			IncludedClusterScopedResources:   ie.IncludedClusterScopedResources,
-			ExcludedClusterScopedResources:   ie.ExcludedClusterScopedResources,
-			IncludedNamespaceScopedResources: ie.IncludedNamespaceScopedResources,
-			ExcludedNamespaceScopedResources: ie.ExcludedNamespaceScopedResources,
-		}, resolver)
+		// The two types hold the same lists; selection imports no policy.
+		resources.CombineWithPolicy(selection.PolicyFilters(*ie), resolver)
 	}
 	return nil
 }
