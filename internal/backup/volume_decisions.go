@@ -257,6 +257,7 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	claimers := r.volumes.claimers()
 	infos := make([]volumefiles.BackupVolumeInfo, len(items))
 	snaps := make([]*volumefiles.Snapshot, len(items))
 	work := make(chan int)
@@ -264,7 +265,7 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	for range min(volumeWorkers, len(items)) {
 		wg.Go(func() {
 			for i := range work {
-				infos[i], snaps[i] = r.decideVolume(ctx, helper, locs, items[i])
+				infos[i], snaps[i] = r.decideVolume(ctx, helper, locs, claimers, items[i])
 			}
 		})
 	}
@@ -291,7 +292,7 @@ func (r *run) decideVolumes(ctx context.Context) error {
 // decideVolume decides one volume and carries the decision out. Failures
 // are recorded on the backup (a failed snapshot is an error, a decision
 // Lifeboat cannot carry out a warning) and in the volume's info.
-func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, locs []*snapshotLocation, v *volumeItem) (volumefiles.BackupVolumeInfo, *volumefiles.Snapshot) {
+func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, locs []*snapshotLocation, claimers map[string]bool, v *volumeItem) (volumefiles.BackupVolumeInfo, *volumefiles.Snapshot) {
 	info := volumefiles.BackupVolumeInfo{}
 	if v.pvc != nil {
 		info.PVCName, info.PVCNamespace = v.pvc.Name, v.pvc.Namespace
@@ -330,25 +331,33 @@ func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, loc
 		r.results.Warning(v.namespace(), fmt.Sprintf("%s: %s", v, why))
 		skip(why)
 	case policy.Custom:
-		// Lifeboat's annotation names the plugin that took the volume; a
-		// plugin built on Velero's SDK cannot set it, so any backup item
-		// action whose selector took the claim, the PV (or, for a pod
-		// volume, the pod) counts as handling it, as in Velero, which leaves
-		// custom volumes to the plugins without asking.
-		info.Decision.HandledBy = r.volumes.actionsOn(v)
 		if by := r.volumes.claimedBy(v); by != "" {
 			info.Decision.ClaimedBy = by
 			info.Result = volumefiles.ResultSucceeded
 			return info, nil
+		}
+		// Lifeboat's annotation names the plugin that took the volume; a
+		// plugin built on Velero's SDK cannot set it, and Velero leaves a
+		// custom volume to the plugins without asking. So any backup item
+		// action whose selector took the claim or the PV (a pod volume: its
+		// pod) and ran on it counts as handling it, except those that
+		// claimed another volume of this backup: they speak Lifeboat's
+		// protocol, and not claiming this one is declining it.
+		for _, name := range r.volumes.actionsOn(v) {
+			if !claimers[name] {
+				info.Decision.HandledBy = append(info.Decision.HandledBy, name)
+			}
 		}
 		if len(info.Decision.HandledBy) > 0 {
 			info.Result = volumefiles.ResultSucceeded
 			r.log.Info("custom volume left to the backup item actions that ran on it", "volume", v.String(), "actions", info.Decision.HandledBy)
 			return info, nil
 		}
-		why := "custom action not handled: no backup item action applies to the volume's claim or PersistentVolume (by its resource selector), so its data is not in this backup"
+		why := "custom action not handled: no backup item action applies to the volume's claim or PersistentVolume (by its resource selector) " +
+			"other than those that claimed other volumes, so its data is not in this backup"
 		if v.pod != nil {
-			why = "custom action not handled: no backup item action applies to the pod (by its resource selector), so the volume's data is not in this backup"
+			why = "custom action not handled: no backup item action applies to the pod (by its resource selector) " +
+				"other than those that claimed other volumes, so the volume's data is not in this backup"
 		}
 		r.results.Warning(v.namespace(), fmt.Sprintf("%s: %s", v, why))
 		skip(why)
@@ -378,6 +387,25 @@ func (r *run) decision(h volumehelper.VolumeHelper, v *volumeItem) (volumehelper
 		return volumehelper.Decision{}, err
 	}
 	return h.DecideVolume(&unstructured.Unstructured{Object: obj}, volumehelper.PersistentVolumeClaims)
+}
+
+// claimers are the plugins that claimed any stored claim or PV with
+// Lifeboat's annotation.
+func (s *storedVolumes) claimers() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for _, pvc := range s.pvcs {
+		if by := pvc.Annotations[volumehelper.ClaimedByAnnotation]; by != "" {
+			out[by] = true
+		}
+	}
+	for _, pv := range s.pvs {
+		if by := pv.Annotations[volumehelper.ClaimedByAnnotation]; by != "" {
+			out[by] = true
+		}
+	}
+	return out
 }
 
 // claimedBy returns the plugin that claimed the volume's custom action on

@@ -73,7 +73,7 @@ func (s *recordingSnapshotter) SetVolumeID(pv runtime.Unstructured, _ string) (r
 type claimsClassA struct{}
 
 func (claimsClassA) AppliesTo() (api.ResourceSelector, error) {
-	return api.ResourceSelector{IncludedResources: []string{"persistentvolumeclaims"}, LabelSelector: "storage-class in (custom-a, gold)"}, nil
+	return api.ResourceSelector{IncludedResources: []string{"persistentvolumeclaims"}}, nil
 }
 
 // veleroStyle stands for a plugin built on Velero's SDK: its selector
@@ -230,7 +230,8 @@ func TestVolumeDecisions(t *testing.T) {
 		"pv " + f.ns + "-gold":     {"snapshot", 4, false, "", ""},
 		"pv " + f.ns + "-silver":   {"snapshot", -1, false, "", ""},
 		"pv " + f.ns + "-bronze":   {"skip", 0, true, "", ""},
-		"pv " + f.ns + "-custom-a": {"custom", 1, false, "example.io/custom-a", "example.io/custom-a"},
+		"pv " + f.ns + "-custom-a": {"custom", 1, false, "example.io/custom-a", ""},
+		// custom-a's action ran on it but claimed only custom-a: declined.
 		"pv " + f.ns + "-custom-b": {"custom", 2, true, "", ""},
 		// Handled by an action that cannot set the annotation.
 		"pv " + f.ns + "-custom-c": {"custom", 3, false, "", "example.io/velero-style"},
