@@ -84,3 +84,24 @@ func TestIncludeExcludePolicyWithOldFiltersRefused(t *testing.T) {
 		}
 	}
 }
+
+// Velero's fine-grained filter policies are read and validated but not
+// applied yet: a backup naming one is refused, never run without them.
+func TestFineGrainedFilterPoliciesRefused(t *testing.T) {
+	f := newFixture(t, 0)
+	ctx := context.Background()
+	c := f.engine.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "velero"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	name := f.ns + "-fine"
+	mustCreate(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: name}, Data: map[string]string{"p": "version: v1\n" +
+		"namespacedFilterPolicies:\n- namespaces: [team-*]\n  resourceFilters:\n  - kinds: [Pod]\n" +
+		"clusterScopedFilterPolicy:\n  resourceFilters:\n  - kinds: [ClusterRole]\n"}})
+	b := f.backup("fine")
+	b.Spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: name}
+	_, msgs := ValidateVolumes(ctx, c, b)
+	if all := strings.Join(msgs, "\n"); !strings.Contains(all, "namespacedFilterPolicies, clusterScopedFilterPolicy: not supported by Lifeboat yet") {
+		t.Errorf("validation messages:\n%s", all)
+	}
+}

@@ -137,9 +137,9 @@ data:
 			name:    "another kind is not mistaken for a policy",
 			content: "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n",
 			wantOut: []string{
-				"apiVersion: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy",
-				"kind: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy",
-				"metadata: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy",
+				"apiVersion: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy, namespacedFilterPolicies, clusterScopedFilterPolicy",
+				"kind: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy, namespacedFilterPolicies, clusterScopedFilterPolicy",
+				"metadata: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy, namespacedFilterPolicies, clusterScopedFilterPolicy",
 				"version: missing; use v1",
 			},
 			wantErr: "FILE: invalid (4 problems)",

@@ -82,7 +82,7 @@ func Parse(data []byte) (*Policies, error) {
 }
 
 var (
-	topKeys          = []string{"version", "volumePolicies", "includeExcludePolicy"}
+	topKeys          = []string{"version", "volumePolicies", "includeExcludePolicy", "namespacedFilterPolicies", "clusterScopedFilterPolicy"}
 	volumePolicyKeys = []string{"conditions", "action"}
 	conditionKeys    = []string{"capacity", "storageClass", "nfs", "csi", "volumeTypes", "pvcLabels", "pvcPhase", "pvcVolumeMode", "pvcAccessModes"}
 	nfsKeys          = []string{"server", "path"}
@@ -190,6 +190,16 @@ func (p *parser) document(data []byte) *Policies {
 	}
 	if n := entries.get("includeExcludePolicy"); n != nil && !isNull(n) {
 		out.IncludeExcludePolicy = p.includeExclude(n, "includeExcludePolicy")
+	}
+	if n := entries.get("namespacedFilterPolicies"); n != nil && !isNull(n) {
+		out.NamespacedFilterPolicies = p.namespacedFilterPolicies(n, "namespacedFilterPolicies")
+		if len(out.NamespacedFilterPolicies) > 0 {
+			p.warn(n, "namespacedFilterPolicies", "not applied by Lifeboat yet: a backup naming this policy fails validation; filter with the backup's namespace, resource and label filters instead")
+		}
+	}
+	if n := entries.get("clusterScopedFilterPolicy"); n != nil && !isNull(n) {
+		out.ClusterScopedFilterPolicy = p.clusterScopedFilterPolicy(n, "clusterScopedFilterPolicy")
+		p.warn(n, "clusterScopedFilterPolicy", "not applied by Lifeboat yet: a backup naming this policy fails validation; filter with the backup's cluster-scoped resource filters instead")
 	}
 	return out
 }

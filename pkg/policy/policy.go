@@ -16,6 +16,10 @@ type Policies struct {
 	VolumePolicies []VolumePolicy
 	// IncludeExcludePolicy is nil when the policy has none.
 	IncludeExcludePolicy *IncludeExcludePolicy
+	// NamespacedFilterPolicies and ClusterScopedFilterPolicy are Velero's
+	// fine-grained filters: read and validated, not applied yet.
+	NamespacedFilterPolicies  []NamespacedFilterPolicy
+	ClusterScopedFilterPolicy *ClusterScopedFilterPolicy
 	// Warnings are what Velero accepts but is most likely a mistake (a
 	// volume type or phase that never matches, a condition with no value):
 	// the policy is valid, and each warning names the field and the fix.

@@ -31,7 +31,7 @@ func TestParseRejects(t *testing.T) {
 		{
 			name: "a list instead of a mapping",
 			doc:  "- version: v1\n",
-			want: []string{"the policy must be a mapping with the keys version, volumePolicies, includeExcludePolicy"},
+			want: []string{"the policy must be a mapping with the keys version, volumePolicies, includeExcludePolicy, namespacedFilterPolicies, clusterScopedFilterPolicy"},
 		},
 		{
 			name: "two documents",
@@ -56,7 +56,7 @@ func TestParseRejects(t *testing.T) {
 		{
 			name: "unknown top-level key",
 			doc:  "version: v1\nresourcePolicies: []\n",
-			want: []string{"resourcePolicies: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy"},
+			want: []string{"resourcePolicies: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy, namespacedFilterPolicies, clusterScopedFilterPolicy"},
 		},
 		{
 			name: "duplicate key",
