@@ -277,7 +277,9 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 	if rs := waitRestore(t, claimsRestore); rs.Status.Phase != v1.RestorePhaseCompleted {
 		t.Fatalf("restore of the claims: phase %s (%d errors)", rs.Status.Phase, rs.Status.Errors)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(testenv.Ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}}) })
+	t.Cleanup(func() {
+		_ = env.Client.Delete(testenv.Ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}})
+	})
 	claimA := &corev1.PersistentVolumeClaim{}
 	if err := env.Client.Get(testenv.Ctx(t), client.ObjectKey{Namespace: target, Name: "a"}, claimA); err != nil {
 		t.Fatal(err)
