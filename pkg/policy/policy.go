@@ -124,8 +124,8 @@ type IncludeExcludePolicy struct {
 	ExcludedNamespaceScopedResources []string
 }
 
-// PVCPhases are the claim phases a pvcPhase condition may name (Kubernetes'
-// PersistentVolumeClaimPhase values).
+// PVCPhases are the claim phases Kubernetes defines. A pvcPhase condition
+// may name any value, as in Velero; others never match and are warned about.
 var PVCPhases = []corev1.PersistentVolumeClaimPhase{corev1.ClaimPending, corev1.ClaimBound, corev1.ClaimLost}
 
 // PVCVolumeModes are the volume modes Kubernetes defines.

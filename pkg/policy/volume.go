@@ -9,7 +9,7 @@ import (
 // condition uses (the JSON field name of the source in the Kubernetes API).
 type VolumeType string
 
-// The volume types Velero's volumeTypes condition accepts.
+// The volume types Velero names.
 const (
 	VolumeAWSElasticBlockStore VolumeType = "awsElasticBlockStore"
 	VolumeAzureDisk            VolumeType = "azureDisk"
@@ -46,7 +46,9 @@ const (
 	VolumeAWSAzureDisk VolumeType = "awsAzureDisk"
 )
 
-// VolumeTypes lists every name a volumeTypes condition accepts.
+// VolumeTypes lists every volume type Velero names. A volumeTypes condition
+// may name any string, as in Velero; others never match and are warned
+// about.
 var VolumeTypes = []VolumeType{
 	VolumeAWSAzureDisk, VolumeAWSElasticBlockStore, VolumeAzureDisk, VolumeAzureFile, VolumeCephFS,
 	VolumeCinder, VolumeConfigMap, VolumeCSI, VolumeDownwardAPI, VolumeEmptyDir, VolumeEphemeral,
