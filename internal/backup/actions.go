@@ -151,6 +151,9 @@ func (r *run) actionsFor(rt resourceType) []itemAction {
 type actionResult struct {
 	data       []byte
 	additional []api.ResourceIdentifier
+	// ran names the actions whose selector took the item and that ran on
+	// it, in order: a volume decided custom is handled by them.
+	ran []string
 	// skip leaves the item out: an action failed on it (recorded).
 	skip bool
 	err  error
@@ -197,6 +200,7 @@ func (r *run) applyActions(rt resourceType, it rawItem, acts []itemAction) actio
 			cur, labelsStale = updated, true
 		}
 		res.additional = append(res.additional, extra...)
+		res.ran = append(res.ran, a.name)
 	}
 	data, err := itemJSON(cur)
 	if err != nil {
@@ -297,6 +301,7 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 	}
 	data := it.JSON
 	var additional []api.ResourceIdentifier
+	var ran []string
 	if acts := r.actionsFor(rt); len(acts) > 0 {
 		res := pre
 		if res == nil {
@@ -309,13 +314,13 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 		if res.skip {
 			return nil
 		}
-		data, additional = res.data, res.additional
+		data, additional, ran = res.data, res.additional, res.ran
 	}
 	ref := archive.ItemRef{GroupResource: gr.String(), Version: rt.GVR.Version, Namespace: it.Namespace, Name: it.Name}
 	if err := aw.WriteItem(ref, data); err != nil {
 		return fmt.Errorf("writing the archive: %w", err)
 	}
-	if err := r.volumes.observe(gr, data); err != nil {
+	if err := r.volumes.observe(gr, data, ran); err != nil {
 		r.results.Error(it.Namespace, fmt.Sprintf("%s %s: %v", gr, qualified(it.Namespace, it.Name), err))
 	} else if gr == pvcResource {
 		additional = append(additional, r.claimVolume(it.Namespace, it.Name)...)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lifeboat-io/lifeboat/internal/selection"
+	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
 
 // perNamespaceLimit is the largest explicit namespace list that is listed
@@ -24,6 +25,31 @@ type plan struct {
 	// crdType, when set, is the CRD resource type: the definitions of
 	// custom resources in the backup are added with them.
 	crdType *resourceType
+}
+
+// applyPolicyFilters merges the resource policy's includeExcludePolicy
+// into the backup's resource filter, as Velero does, and records the
+// policy's warnings (what Velero accepts but is likely a mistake) on the
+// backup. The controller validated the policy before the run.
+func (r *run) applyPolicyFilters(ctx context.Context, resources *selection.ResourceFilter, resolver selection.ResourceResolver) error {
+	if w := volumehelper.PolicyKindWarning(r.b); w != "" {
+		r.results.Warning("", w)
+	}
+	if r.b.Spec.ResourcePolicy == nil || r.e.Client == nil {
+		return nil
+	}
+	pol, err := volumehelper.LoadPolicies(ctx, r.b, r.e.Client)
+	if err != nil || pol == nil {
+		return err
+	}
+	for _, w := range pol.WarningMessages() {
+		r.results.Warning("", "spec.resourcePolicy: "+w)
+	}
+	if ie := pol.IncludeExcludePolicy; ie != nil {
+		// The two types hold the same lists; selection imports no policy.
+		resources.CombineWithPolicy(selection.PolicyFilters(*ie), resolver)
+	}
+	return nil
 }
 
 // plan turns the backup's spec into the LISTs to run.
@@ -55,6 +81,9 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	resources, errs := selection.NewResourceFilter(spec, resolver)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid resource filters: %w", joinErrors(errs))
+	}
+	if err := r.applyPolicyFilters(ctx, resources, resolver); err != nil {
+		return nil, err
 	}
 	r.resources = resources
 	r.typesByGR = make(map[schema.GroupResource]resourceType, len(types))

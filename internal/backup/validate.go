@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,7 +70,19 @@ func isTrue(b *bool) bool { return b != nil && *b }
 func ValidateVolumes(ctx context.Context, c crclient.Reader, b *v1.Backup) (snapshotLocations []string, msgs []string) {
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if _, err := volumehelper.LoadPolicies(cctx, b, c); err != nil {
+	pol, err := volumehelper.LoadPolicies(cctx, b, c)
+	if fields := pol.FineGrainedFields(); err == nil && len(fields) > 0 {
+		msgs = append(msgs, fmt.Sprintf("spec.resourcePolicy: ConfigMap %s/%s: %s: not supported by Lifeboat yet (fine-grained filters are not applied); "+
+			"remove them from the policy and filter with the backup's namespace, resource and label filters", b.Namespace, b.Spec.ResourcePolicy.Name, strings.Join(fields, ", ")))
+	}
+	if err == nil && pol != nil && pol.IncludeExcludePolicy != nil {
+		if old := selection.OldResourceFilterFields(&b.Spec); len(old) > 0 {
+			msgs = append(msgs, fmt.Sprintf("%s: cannot be used with the resource policy's includeExcludePolicy (ConfigMap %s/%s), as in Velero; "+
+				"filter with spec.included/excludedNamespaceScopedResources and spec.included/excludedClusterScopedResources instead, or remove includeExcludePolicy",
+				strings.Join(old, ", "), b.Namespace, b.Spec.ResourcePolicy.Name))
+		}
+	}
+	if err != nil {
 		var verr *policy.ValidationError
 		if errors.As(err, &verr) {
 			for _, m := range verr.Messages() {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -42,10 +43,19 @@ type storedVolumes struct {
 	pvcs map[string]*corev1.PersistentVolumeClaim // by namespace/name
 	// pods keep only what fs-backup decisions need: no spec beyond volumes.
 	pods []*corev1.Pod
+	// ran holds, by "resource/namespace/name" of a stored PV, claim or pod,
+	// the backup item actions that ran on it: a volume decided custom is
+	// handled by them (plugins built on Velero's SDK cannot mark it
+	// claimed).
+	ran map[string][]string
 }
 
 func newStoredVolumes() *storedVolumes {
-	return &storedVolumes{pvs: map[string]*corev1.PersistentVolume{}, pvcs: map[string]*corev1.PersistentVolumeClaim{}}
+	return &storedVolumes{pvs: map[string]*corev1.PersistentVolume{}, pvcs: map[string]*corev1.PersistentVolumeClaim{}, ran: map[string][]string{}}
+}
+
+func ranKey(gr schema.GroupResource, namespace, name string) string {
+	return gr.Resource + "/" + namespace + "/" + name
 }
 
 // hasPV reports whether the PV is stored already: a claim's volume is
@@ -58,8 +68,9 @@ func (s *storedVolumes) hasPV(name string) bool {
 	return ok
 }
 
-// observe decodes a stored item of interest; other items cost a map lookup.
-func (s *storedVolumes) observe(gr schema.GroupResource, data []byte) error {
+// observe decodes a stored item of interest, remembering the actions that
+// ran on it; other items cost a map lookup.
+func (s *storedVolumes) observe(gr schema.GroupResource, data []byte, ran []string) error {
 	switch gr {
 	case pvResource:
 		pv := &corev1.PersistentVolume{}
@@ -68,6 +79,7 @@ func (s *storedVolumes) observe(gr schema.GroupResource, data []byte) error {
 		}
 		s.mu.Lock()
 		s.pvs[pv.Name] = pv
+		s.noteRan(ranKey(gr, "", pv.Name), ran)
 		s.mu.Unlock()
 	case pvcResource:
 		pvc := &corev1.PersistentVolumeClaim{}
@@ -76,6 +88,7 @@ func (s *storedVolumes) observe(gr schema.GroupResource, data []byte) error {
 		}
 		s.mu.Lock()
 		s.pvcs[pvc.Namespace+"/"+pvc.Name] = pvc
+		s.noteRan(ranKey(gr, pvc.Namespace, pvc.Name), ran)
 		s.mu.Unlock()
 	case podResource:
 		// Only what fs-backup decisions read: a pod's containers, status
@@ -103,10 +116,46 @@ func (s *storedVolumes) observe(gr schema.GroupResource, data []byte) error {
 		if len(slim.Spec.Volumes) > 0 {
 			s.mu.Lock()
 			s.pods = append(s.pods, slim)
+			s.noteRan(ranKey(gr, slim.Namespace, slim.Name), ran)
 			s.mu.Unlock()
 		}
 	}
 	return nil
+}
+
+// noteRan records the actions that ran on an item; s.mu is held.
+func (s *storedVolumes) noteRan(key string, ran []string) {
+	if len(ran) > 0 {
+		s.ran[key] = ran
+	}
+}
+
+// actionsOn returns the backup item actions that ran on the volume's
+// stored claim, PV or pod, each named once, in the order they first ran.
+func (s *storedVolumes) actionsOn(v *volumeItem) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	switch {
+	case v.pod != nil:
+		keys = append(keys, ranKey(podResource, v.pod.Namespace, v.pod.Name))
+	default:
+		if v.pvc != nil {
+			keys = append(keys, ranKey(pvcResource, v.pvc.Namespace, v.pvc.Name))
+		}
+		if v.pv != nil {
+			keys = append(keys, ranKey(pvResource, "", v.pv.Name))
+		}
+	}
+	var out []string
+	for _, k := range keys {
+		for _, name := range s.ran[k] {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
 }
 
 // volumeItem is one volume to decide: a stored PV (with its claim, when
@@ -208,6 +257,7 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	claimers := r.volumes.claimers()
 	infos := make([]volumefiles.BackupVolumeInfo, len(items))
 	snaps := make([]*volumefiles.Snapshot, len(items))
 	work := make(chan int)
@@ -215,7 +265,7 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	for range min(volumeWorkers, len(items)) {
 		wg.Go(func() {
 			for i := range work {
-				infos[i], snaps[i] = r.decideVolume(ctx, helper, locs, items[i])
+				infos[i], snaps[i] = r.decideVolume(ctx, helper, locs, claimers, items[i])
 			}
 		})
 	}
@@ -242,7 +292,7 @@ func (r *run) decideVolumes(ctx context.Context) error {
 // decideVolume decides one volume and carries the decision out. Failures
 // are recorded on the backup (a failed snapshot is an error, a decision
 // Lifeboat cannot carry out a warning) and in the volume's info.
-func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, locs []*snapshotLocation, v *volumeItem) (volumefiles.BackupVolumeInfo, *volumefiles.Snapshot) {
+func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, locs []*snapshotLocation, claimers map[string]bool, v *volumeItem) (volumefiles.BackupVolumeInfo, *volumefiles.Snapshot) {
 	info := volumefiles.BackupVolumeInfo{}
 	if v.pvc != nil {
 		info.PVCName, info.PVCNamespace = v.pvc.Name, v.pvc.Namespace
@@ -286,7 +336,29 @@ func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, loc
 			info.Result = volumefiles.ResultSucceeded
 			return info, nil
 		}
-		why := "custom action treated as skip: no BackupItemAction claimed the volume (a plugin claims it by setting the " + volumehelper.ClaimedByAnnotation + " annotation on the claim or volume it returns)"
+		// Lifeboat's annotation names the plugin that took the volume; a
+		// plugin built on Velero's SDK cannot set it, and Velero leaves a
+		// custom volume to the plugins without asking. So any backup item
+		// action whose selector took the claim or the PV (a pod volume: its
+		// pod) and ran on it counts as handling it, except those that
+		// claimed another volume of this backup: they speak Lifeboat's
+		// protocol, and not claiming this one is declining it.
+		for _, name := range r.volumes.actionsOn(v) {
+			if !claimers[name] {
+				info.Decision.HandledBy = append(info.Decision.HandledBy, name)
+			}
+		}
+		if len(info.Decision.HandledBy) > 0 {
+			info.Result = volumefiles.ResultSucceeded
+			r.log.Info("custom volume left to the backup item actions that ran on it", "volume", v.String(), "actions", info.Decision.HandledBy)
+			return info, nil
+		}
+		why := "custom action not handled: no backup item action applies to the volume's claim or PersistentVolume (by its resource selector) " +
+			"other than those that claimed other volumes, so its data is not in this backup"
+		if v.pod != nil {
+			why = "custom action not handled: no backup item action applies to the pod (by its resource selector) " +
+				"other than those that claimed other volumes, so the volume's data is not in this backup"
+		}
 		r.results.Warning(v.namespace(), fmt.Sprintf("%s: %s", v, why))
 		skip(why)
 	default:
@@ -315,6 +387,25 @@ func (r *run) decision(h volumehelper.VolumeHelper, v *volumeItem) (volumehelper
 		return volumehelper.Decision{}, err
 	}
 	return h.DecideVolume(&unstructured.Unstructured{Object: obj}, volumehelper.PersistentVolumeClaims)
+}
+
+// claimers are the plugins that claimed any stored claim or PV with
+// Lifeboat's annotation.
+func (s *storedVolumes) claimers() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for _, pvc := range s.pvcs {
+		if by := pvc.Annotations[volumehelper.ClaimedByAnnotation]; by != "" {
+			out[by] = true
+		}
+	}
+	for _, pv := range s.pvs {
+		if by := pv.Annotations[volumehelper.ClaimedByAnnotation]; by != "" {
+			out[by] = true
+		}
+	}
+	return out
 }
 
 // claimedBy returns the plugin that claimed the volume's custom action on

@@ -75,6 +75,18 @@ type claimsClassA struct{}
 func (claimsClassA) AppliesTo() (api.ResourceSelector, error) {
 	return api.ResourceSelector{IncludedResources: []string{"persistentvolumeclaims"}}, nil
 }
+
+// veleroStyle stands for a plugin built on Velero's SDK: its selector
+// takes the claims of class custom-c, and it cannot set Lifeboat's
+// claimed-by annotation.
+type veleroStyle struct{}
+
+func (veleroStyle) AppliesTo() (api.ResourceSelector, error) {
+	return api.ResourceSelector{IncludedResources: []string{"persistentvolumeclaims"}, LabelSelector: "storage-class=custom-c"}, nil
+}
+func (veleroStyle) Execute(item runtime.Unstructured, _ *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, error) {
+	return item, nil, nil
+}
 func (claimsClassA) Execute(item runtime.Unstructured, _ *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, error) {
 	u := item.(*unstructured.Unstructured)
 	if class, _, _ := unstructured.NestedString(u.Object, "spec", "storageClassName"); class == "custom-a" {
@@ -91,6 +103,8 @@ volumePolicies:
   action: {type: custom, parameters: {plugin: a}}
 - conditions: {storageClass: [custom-b]}
   action: {type: custom, parameters: {plugin: b}}
+- conditions: {storageClass: [custom-c]}
+  action: {type: custom, parameters: {plugin: c}}
 - conditions: {csi: {driver: fast.csi.example.io}}
   action: {type: snapshot}
 `
@@ -115,7 +129,7 @@ func createVolume(t *testing.T, cs kubernetes.Interface, ns, name, class string,
 		t.Fatal(err)
 	}
 	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"storage-class": class}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
@@ -170,6 +184,7 @@ func TestVolumeDecisions(t *testing.T) {
 	createVolume(t, cs, f.ns, "bronze", "bronze", csi("vol-bronze"))
 	createVolume(t, cs, f.ns, "custom-a", "custom-a", csi("vol-a"))
 	createVolume(t, cs, f.ns, "custom-b", "custom-b", csi("vol-b"))
+	createVolume(t, cs, f.ns, "custom-c", "custom-c", csi("vol-c"))
 	mustCreate(t, c, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "web", Annotations: map[string]string{volumehelper.VolumesToBackupAnnotation: "cache"}},
 		Spec: corev1.PodSpec{
@@ -184,7 +199,7 @@ func TestVolumeDecisions(t *testing.T) {
 
 	snapshotter := &recordingSnapshotter{}
 	f.engine.Plugins = fakePlugins{
-		v1:           map[string]api.BackupItemAction{"example.io/custom-a": claimsClassA{}},
+		v1:           map[string]api.BackupItemAction{"example.io/custom-a": claimsClassA{}, "example.io/velero-style": veleroStyle{}},
 		snapshotters: map[string]api.VolumeSnapshotter{"fake.io/snapshots": snapshotter},
 	}
 	b := f.backup("volumes")
@@ -209,15 +224,19 @@ func TestVolumeDecisions(t *testing.T) {
 		rule    int // -1: fallback
 		skipped bool
 		claimed string
+		handled string // the actions that ran on a custom volume
 	}
 	wants := map[string]want{
-		"pv " + f.ns + "-gold":     {"snapshot", 3, false, ""},
-		"pv " + f.ns + "-silver":   {"snapshot", -1, false, ""},
-		"pv " + f.ns + "-bronze":   {"skip", 0, true, ""},
-		"pv " + f.ns + "-custom-a": {"custom", 1, false, "example.io/custom-a"},
-		"pv " + f.ns + "-custom-b": {"custom", 2, true, ""},
-		"pod web:cache":            {"fs-backup", -1, true, ""},
-		"pod web:tmp":              {"skip", -1, true, ""},
+		"pv " + f.ns + "-gold":     {"snapshot", 4, false, "", ""},
+		"pv " + f.ns + "-silver":   {"snapshot", -1, false, "", ""},
+		"pv " + f.ns + "-bronze":   {"skip", 0, true, "", ""},
+		"pv " + f.ns + "-custom-a": {"custom", 1, false, "example.io/custom-a", ""},
+		// custom-a's action ran on it but claimed only custom-a: declined.
+		"pv " + f.ns + "-custom-b": {"custom", 2, true, "", ""},
+		// Handled by an action that cannot set the annotation.
+		"pv " + f.ns + "-custom-c": {"custom", 3, false, "", "example.io/velero-style"},
+		"pod web:cache":            {"fs-backup", -1, true, "", ""},
+		"pod web:tmp":              {"skip", -1, true, "", ""},
 	}
 	got := map[string]volumefiles.BackupVolumeInfo{}
 	for _, in := range infos {
@@ -237,8 +256,9 @@ func TestVolumeDecisions(t *testing.T) {
 		if in.Decision.Rule != nil {
 			rule = *in.Decision.Rule
 		}
-		if in.Decision.Action != w.action || rule != w.rule || in.Skipped != w.skipped || in.Decision.ClaimedBy != w.claimed {
-			t.Errorf("%s: action %s rule %d skipped %v claimedBy %q (%s); want %+v", key, in.Decision.Action, rule, in.Skipped, in.Decision.ClaimedBy, in.SkippedReason, w)
+		handled := strings.Join(in.Decision.HandledBy, ",")
+		if in.Decision.Action != w.action || rule != w.rule || in.Skipped != w.skipped || in.Decision.ClaimedBy != w.claimed || handled != w.handled {
+			t.Errorf("%s: action %s rule %d skipped %v claimedBy %q handledBy %q (%s); want %+v", key, in.Decision.Action, rule, in.Skipped, in.Decision.ClaimedBy, handled, in.SkippedReason, w)
 		}
 	}
 	if len(infos) != len(wants) {
@@ -291,19 +311,19 @@ func TestVolumeDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	warnings := strings.Join(res.Warnings.Namespaces[f.ns], "\n")
-	for _, w := range []string{"custom-b", "custom action treated as skip", "web:cache", "no file-system data mover"} {
+	for _, w := range []string{"custom-b", "custom action not handled: no backup item action applies", "web:cache", "no file-system data mover"} {
 		if !strings.Contains(warnings, w) {
 			t.Errorf("warnings %q do not mention %q", warnings, w)
 		}
 	}
-	if strings.Contains(warnings, "custom-a") {
-		t.Errorf("a claimed custom volume was warned about: %q", warnings)
+	if strings.Contains(warnings, "custom-a") || strings.Contains(warnings, "custom-c") {
+		t.Errorf("a handled custom volume was warned about: %q", warnings)
 	}
 
 	// The claims' PVs are in the archive, stored once, though the backup
 	// names only the namespace.
 	items := readItems(t, f, "volumes")
-	for _, name := range []string{"gold", "silver", "bronze", "custom-a", "custom-b"} {
+	for _, name := range []string{"gold", "silver", "bronze", "custom-a", "custom-b", "custom-c"} {
 		if items["resources/persistentvolumes/cluster/"+f.ns+"-"+name+".json"] == nil {
 			t.Errorf("PersistentVolume of claim %s not in the archive", name)
 		}

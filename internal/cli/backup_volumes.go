@@ -95,6 +95,8 @@ func volumeOutcome(in *volumefiles.BackupVolumeInfo) string {
 	switch {
 	case in.Decision != nil && in.Decision.ClaimedBy != "":
 		return "handled by plugin " + in.Decision.ClaimedBy
+	case in.Decision != nil && len(in.Decision.HandledBy) > 0:
+		return "left to backup item action(s) " + strings.Join(in.Decision.HandledBy, ", ")
 	case in.NativeSnapshotInfo != nil && in.Result == volumefiles.ResultSucceeded:
 		return "snapshot " + in.NativeSnapshotInfo.SnapshotHandle
 	case in.Result == volumefiles.ResultFailed:

@@ -166,6 +166,16 @@ func (o *policyExplainOptions) run(cmd *cobra.Command, f *Factory) error {
 		}
 	}
 
+	// Warnings go to standard error, so that -o json stays one document.
+	stderr := cmd.ErrOrStderr()
+	if o.backup != "" && !policyGiven {
+		if w := volumehelper.PolicyKindWarning(&v1.Backup{Spec: spec.backup}); w != "" {
+			fmt.Fprintln(stderr, "Warning: "+w)
+		}
+	}
+	for _, w := range spec.policies.WarningMessages() {
+		fmt.Fprintln(stderr, "Warning: "+w)
+	}
 	rows, err := explainVolumes(ctx, c, &spec)
 	if err != nil {
 		return err
@@ -349,6 +359,9 @@ func explainUnclaimedVolumes(ctx context.Context, listed *listedObjects, spec *e
 	claimed map[string]bool,
 ) ([]volumeExplanation, error) {
 	filter, errs := selection.NewResourceFilter(&spec.backup, nil)
+	if spec.policies != nil && spec.policies.IncludeExcludePolicy != nil {
+		filter.CombineWithPolicy(selection.PolicyFilters(*spec.policies.IncludeExcludePolicy), nil)
+	}
 	if len(errs) > 0 || !filter.ShouldIncludeResource(corev1.Resource("persistentvolumes"), false) {
 		return nil, nil
 	}

@@ -159,7 +159,7 @@ func TestPolicyExplainActionsAndRules(t *testing.T) {
 		{"pod app/web:cache", "skip", -1, []string{
 			"rule 0 did not match: csi: not a CSI volume (type emptyDir)",
 			"rule 1 did not match: storageClass: the volume has no storage class, want one of [scratch]",
-			"rule 2 did not match: capacity: the volume's capacity is unknown",
+			`rule 2 did not match: capacity: the volume's capacity is unknown, taken as 0 (as Velero does), not in "5Gi,"`,
 			"fallback: not listed in backup.velero.io/backup-volumes (defaultVolumesToFsBackup is false)",
 		}},
 		{"pod app/web:conf", "skip", -1, []string{
@@ -342,6 +342,31 @@ func TestPolicyExplainUnclaimedVolumes(t *testing.T) {
 		rows = explainJSON(t, newTestFactory(c), append([]string{"--policy-file", path}, args...)...)
 		if _, ok := rows["pv pv-free"]; ok {
 			t.Errorf("a backup of %v was said to hold an unclaimed PersistentVolume", args)
+		}
+	}
+}
+
+// What the policy parser accepts but suspects is printed as a warning on
+// standard error, the JSON on standard output staying one document.
+func TestPolicyExplainWarns(t *testing.T) {
+	path := writePolicyFile(t, "version: v1\nvolumePolicies:\n- conditions: {volumeTypes: [configmap]}\n  action: {type: skip}\n")
+	c := newFakeBuilder(t, explainObjects()...).Build()
+	out, errOut, err := run(t, newTestFactory(c), "policy", "explain", "-o", "json", "--policy-file", path, "--include-namespaces", "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `Warning: volumePolicies[0].conditions.volumeTypes[0]: "configmap" is not a volume type, so it never matches (names are case-sensitive); did you mean "configMap"?`
+	if !strings.Contains(errOut, want) {
+		t.Errorf("standard error lacks %q:\n%s", want, errOut)
+	}
+	var rows []explainRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) == 0 {
+		t.Errorf("standard output is not the explanations (%v): %s", err, out)
+	}
+	// The pod's configMap volume is not matched by the misspelt rule.
+	for _, r := range rows {
+		if r.Volume == "pod app/web:conf" && r.Rule != nil {
+			t.Errorf("%s matched rule %d; configmap never matches configMap", r.Volume, *r.Rule)
 		}
 	}
 }

@@ -29,7 +29,10 @@ func newPolicyValidateCommand() *cobra.Command {
 		Long: "Check a resource policy without a cluster. FILE holds the policy YAML (the value\n" +
 			"of the ConfigMap's data key) or a whole ConfigMap manifest (kind: ConfigMap); \"-\"\n" +
 			"reads standard input. Every problem is printed, one per line, with the messages a\n" +
-			"backup using the policy would fail validation with.",
+			"backup using the policy would fail validation with. What Velero accepts is valid;\n" +
+			"where that is most likely a mistake (a volume type or phase that never matches, a\n" +
+			"condition with no value) a warning line names the field and the fix, and the\n" +
+			"backups using the policy carry the same warnings.",
 		Example: "  lifeboat policy validate volume-policy.yaml\n" +
 			"  kubectl get configmap -n velero my-policy -o yaml | lifeboat policy validate -",
 		Args: cobra.ExactArgs(1),
@@ -51,8 +54,15 @@ func newPolicyValidateCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", name,
-				plural(len(p.VolumePolicies), "volume policy", "volume policies"))
+			out := cmd.OutOrStdout()
+			for _, w := range p.WarningMessages() {
+				fmt.Fprintln(out, "warning: "+w)
+			}
+			summary := plural(len(p.VolumePolicies), "volume policy", "volume policies")
+			if len(p.Warnings) > 0 {
+				summary += ", " + plural(len(p.Warnings), "warning", "warnings")
+			}
+			_, err = fmt.Fprintf(out, "%s: valid (%s)\n", name, summary)
 			return err
 		},
 	}

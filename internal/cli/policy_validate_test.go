@@ -99,11 +99,27 @@ data:
   policy.yaml: |
     version: v1
     volumePolicies:
-    - conditions: {pvcPhase: [Released]}
+    - conditions: {capacity: "2Gi,1Gi"}
       action: {type: skip}
 `,
-			wantOut: []string{`ConfigMap velero/volume-policy: volumePolicies[0].conditions.pvcPhase[0]: "Released" is not a PVC phase; use Pending, Bound, Lost`},
+			wantOut: []string{`ConfigMap velero/volume-policy: volumePolicies[0].conditions.capacity: "2Gi,1Gi": the lower bound is above the upper one`},
 			wantErr: "FILE: invalid (1 problem)",
+		},
+		{
+			// Velero's own documentation has this example; Velero accepts it.
+			name: "what Velero accepts is valid, with a warning for what never matches",
+			content: `version: v1
+volumePolicies:
+- conditions: {volumeTypes: [emptyDir, downwardAPI, configmap, cinder]}
+  action: {type: skip}
+- conditions: {pvcPhase: [Released]}
+  action: {type: skip}
+`,
+			wantOut: []string{
+				`warning: volumePolicies[0].conditions.volumeTypes[2]: "configmap" is not a volume type, so it never matches (names are case-sensitive); did you mean "configMap"?`,
+				`warning: volumePolicies[1].conditions.pvcPhase[0]: "Released" is not a PVC phase, so it never matches (phases are case-sensitive); use Pending, Bound, Lost`,
+				"FILE: valid (2 volume policies, 2 warnings)",
+			},
 		},
 		{
 			name: "a ConfigMap with two keys",
@@ -121,9 +137,9 @@ data:
 			name:    "another kind is not mistaken for a policy",
 			content: "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n",
 			wantOut: []string{
-				"apiVersion: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy",
-				"kind: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy",
-				"metadata: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy",
+				"apiVersion: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy, namespacedFilterPolicies, clusterScopedFilterPolicy",
+				"kind: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy, namespacedFilterPolicies, clusterScopedFilterPolicy",
+				"metadata: unknown key; allowed keys are version, volumePolicies, includeExcludePolicy, namespacedFilterPolicies, clusterScopedFilterPolicy",
 				"version: missing; use v1",
 			},
 			wantErr: "FILE: invalid (4 problems)",

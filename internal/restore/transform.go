@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
 
 // serverSetMetadata is metadata the API server assigns; a restored object
@@ -108,6 +109,16 @@ func (t *transformer) prepare(obj *unstructured.Unstructured, gr schema.GroupRes
 		labels[corev1.LabelMetadataName] = obj.GetName()
 	}
 	obj.SetLabels(labels)
+	// Lifeboat's claimed-by annotation records which plugin handled a
+	// volume in the backup; it is bookkeeping of that backup, not part of
+	// the object, and a restored object carrying it would look handled to
+	// the next backup.
+	if ann := obj.GetAnnotations(); ann != nil {
+		if _, ok := ann[volumehelper.ClaimedByAnnotation]; ok {
+			delete(ann, volumehelper.ClaimedByAnnotation)
+			obj.SetAnnotations(emptyToNil(ann))
+		}
+	}
 
 	switch gr {
 	case grServices:

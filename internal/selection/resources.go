@@ -52,8 +52,10 @@ func isAlwaysExcluded(gr schema.GroupResource) bool {
 // a spec mixing both is invalid, and is then read in the old style, as
 // Velero does.
 type ResourceFilter struct {
-	ns             *NamespaceFilter
-	scoped         bool
+	ns     *NamespaceFilter
+	scoped bool
+	// old is set when the spec uses the old style's fields.
+	old            bool
 	includeCluster *bool
 
 	// old style
@@ -80,12 +82,10 @@ func NewResourceFilter(spec *v1.BackupSpec, r ResourceResolver) (*ResourceFilter
 		ns:             NamespaceFilterFor(spec),
 		includeCluster: spec.IncludeClusterResources,
 	}
+	oldFields := OldResourceFilterFields(spec)
+	f.old = len(oldFields) > 0
 	errs := ValidateNamespaceIncludesExcludes("spec.Namespaces", spec.IncludedNamespaces, spec.ExcludedNamespaces)
 
-	oldFields := setFields(
-		specField{"spec.includedResources", len(spec.IncludedResources) > 0},
-		specField{"spec.excludedResources", len(spec.ExcludedResources) > 0},
-		specField{"spec.includeClusterResources", spec.IncludeClusterResources != nil})
 	newFields := setFields(
 		specField{"spec.includedClusterScopedResources", len(spec.IncludedClusterScopedResources) > 0},
 		specField{"spec.excludedClusterScopedResources", len(spec.ExcludedClusterScopedResources) > 0},
@@ -108,17 +108,86 @@ func NewResourceFilter(spec *v1.BackupSpec, r ResourceResolver) (*ResourceFilter
 		f.nsExcludes = f.resolveScoped("spec.excludedNamespaceScopedResources", spec.ExcludedNamespaceScopedResources, true, r)
 		f.clusterIncludes = f.resolveScoped("spec.includedClusterScopedResources", spec.IncludedClusterScopedResources, false, r)
 		f.clusterExcludes = f.resolveScoped("spec.excludedClusterScopedResources", spec.ExcludedClusterScopedResources, false, r)
-		// The always-excluded CSI types stay out of these lists. Velero's
-		// controller appends them to the excludes, after which a backup in
-		// this style could never qualify for the whole-cluster default its
-		// filter documents; Lifeboat keeps the documented meaning.
-		f.clusterDefault = f.clusterIncludes.empty() && f.clusterExcludes.empty() && f.ns.IncludesAll() &&
-			f.nsExcludes.empty() && (f.nsIncludes.empty() || f.nsIncludes.onlyStar())
+		f.setClusterDefault()
 	} else {
 		f.includes = f.resolveOld("spec.includedResources", spec.IncludedResources, r, true)
 		f.excludes = f.resolveOld("spec.excludedResources", spec.ExcludedResources, r, false)
 	}
 	return f, errs
+}
+
+// setClusterDefault decides whether a scoped filter takes every
+// cluster-scoped type: when neither cluster list names anything and the
+// backup takes every namespace and every namespaced type. The
+// always-excluded CSI types stay out of these lists. Velero's controller
+// appends them to the excludes, after which a backup in this style could
+// never qualify for the whole-cluster default its filter documents;
+// Lifeboat keeps the documented meaning.
+func (f *ResourceFilter) setClusterDefault() {
+	f.clusterDefault = f.clusterIncludes.empty() && f.clusterExcludes.empty() && f.ns.IncludesAll() &&
+		f.nsExcludes.empty() && (f.nsIncludes.empty() || f.nsIncludes.onlyStar())
+}
+
+// OldResourceFilterFields names the fields of spec in Velero's old filter
+// style (includedResources, excludedResources, includeClusterResources),
+// nil when none is set. Velero refuses a backup setting any of them with a
+// resource policy's includeExcludePolicy.
+func OldResourceFilterFields(spec *v1.BackupSpec) []string {
+	return setFields(
+		specField{"spec.includedResources", len(spec.IncludedResources) > 0},
+		specField{"spec.excludedResources", len(spec.ExcludedResources) > 0},
+		specField{"spec.includeClusterResources", spec.IncludeClusterResources != nil})
+}
+
+// PolicyFilters are a resource policy's includeExcludePolicy lists, which
+// mean what the spec's scoped lists of the same names mean.
+type PolicyFilters struct {
+	IncludedClusterScopedResources   []string
+	ExcludedClusterScopedResources   []string
+	IncludedNamespaceScopedResources []string
+	ExcludedNamespaceScopedResources []string
+}
+
+// CombineWithPolicy merges a resource policy's includeExcludePolicy into
+// the filter, as Velero merges it: the spec's lists come first, and each
+// policy entry (resolved with r; one of the other scope is ignored with a
+// warning) is added to its list only when neither of the spec's lists of
+// that scope names it already, "*" naming everything. Excludes are merged
+// before includes, namespace-scoped before cluster-scoped. A spec in the
+// old style takes no policy lists (such a backup is refused: see
+// OldResourceFilterFields); a spec with no resource lists at all becomes a
+// scoped one.
+func (f *ResourceFilter) CombineWithPolicy(p PolicyFilters, r ResourceResolver) {
+	if f.old {
+		return
+	}
+	f.scoped = true
+	const field = "includeExcludePolicy."
+	merge := func(name string, names []string, namespacedList bool, into *matcher, other *matcher) {
+		for _, n := range names {
+			if n == All {
+				continue // refused when the policy is parsed
+			}
+			key, namespaced, known := f.resolve(field+name, n, r)
+			if known && namespaced != namespacedList {
+				f.warn("%s%s: %q (%s) is %s; ignored", field, name, n, key, scopeName(namespaced))
+				continue
+			}
+			f.addPolicyEntry(key, into, other)
+		}
+	}
+	merge("excludedNamespaceScopedResources", p.ExcludedNamespaceScopedResources, true, &f.nsExcludes, &f.nsIncludes)
+	merge("includedNamespaceScopedResources", p.IncludedNamespaceScopedResources, true, &f.nsIncludes, &f.nsExcludes)
+	merge("excludedClusterScopedResources", p.ExcludedClusterScopedResources, false, &f.clusterExcludes, &f.clusterIncludes)
+	merge("includedClusterScopedResources", p.IncludedClusterScopedResources, false, &f.clusterIncludes, &f.clusterExcludes)
+	f.setClusterDefault()
+}
+
+func (f *ResourceFilter) addPolicyEntry(key string, into, other *matcher) {
+	named := func(m *matcher) bool { return m.star || m.match(key) }
+	if !named(into) && !named(other) {
+		into.add(key)
+	}
 }
 
 type specField struct {
@@ -196,16 +265,19 @@ func (f *ResourceFilter) resolveScoped(field string, names []string, namespacedL
 		}
 		key, namespaced, known := f.resolve(field, name, r)
 		if known && namespaced != namespacedList {
-			scope := "cluster-scoped"
-			if namespaced {
-				scope = "namespace-scoped"
-			}
-			f.warn("%s: %q (%s) is %s; ignored", field, name, key, scope)
+			f.warn("%s: %q (%s) is %s; ignored", field, name, key, scopeName(namespaced))
 			continue
 		}
 		keys = append(keys, key)
 	}
 	return newMatcher(keys)
+}
+
+func scopeName(namespaced bool) string {
+	if namespaced {
+		return "namespace-scoped"
+	}
+	return "cluster-scoped"
 }
 
 func (f *ResourceFilter) warn(format string, args ...any) {

@@ -84,8 +84,14 @@ type Decision struct {
 	Parameters map[string]any `json:"parameters,omitempty"`
 	// Reason is the fallback used, or why the action was not carried out.
 	Reason string `json:"reason,omitempty"`
-	// ClaimedBy is the plugin that handled a custom action.
+	// ClaimedBy is the plugin that handled a custom action and said so
+	// with Lifeboat's claimed-by annotation.
 	ClaimedBy string `json:"claimedBy,omitempty"`
+	// HandledBy are the backup item actions that ran on the volume's claim
+	// or PersistentVolume (a pod volume: its pod), for a custom action:
+	// plugins built on Velero's SDK handle custom volumes without the
+	// annotation.
+	HandledBy []string `json:"handledBy,omitempty"`
 }
 
 // GetVolumeInfo reads a backup's volume information; a backup without the

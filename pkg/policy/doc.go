@@ -9,7 +9,10 @@
 //	includeExcludePolicy:
 //	  excludedNamespaceScopedResources: [events]
 //
-// Parsing is strict and reports every problem at once (see ValidationError).
+// Parsing accepts exactly what Velero v1.18 accepts and reports every
+// problem at once (see ValidationError); what Velero accepts but most
+// likely never matches is kept in Policies.Warnings, each naming the field
+// and the fix.
 // Matching is a pure function of a Policies and a VolumeInfo; the first
 // volume policy whose conditions all hold wins.
 //

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Match is the outcome of evaluating a policy for one volume, with enough
@@ -95,10 +97,12 @@ const (
 	condVolumeTypes
 	condPVCLabels
 	condPVCPhase
+	condPVCVolumeMode
+	condPVCAccessModes
 	numConditions
 )
 
-var conditionNames = [numConditions]string{"capacity", "storageClass", "nfs", "csi", "volumeTypes", "pvcLabels", "pvcPhase"}
+var conditionNames = [numConditions]string{"capacity", "storageClass", "nfs", "csi", "volumeTypes", "pvcLabels", "pvcPhase", "pvcVolumeMode", "pvcAccessModes"}
 
 func (c *Conditions) firstFailure(v *VolumeInfo) conditionKind {
 	for k := range numConditions {
@@ -125,14 +129,29 @@ func (c *Conditions) has(k conditionKind) bool {
 		return len(c.PVCLabels) > 0
 	case condPVCPhase:
 		return len(c.PVCPhase) > 0
+	case condPVCVolumeMode:
+		return c.PVCVolumeMode != ""
+	case condPVCAccessModes:
+		return len(c.PVCAccessModes) > 0
 	}
 	return false
+}
+
+var zeroQuantity resource.Quantity
+
+// capacityOf is the volume's capacity as conditions see it: Velero takes an
+// unknown capacity (pod volumes, unbound claims) as 0.
+func (v *VolumeInfo) capacityOf() *resource.Quantity {
+	if v.Capacity == nil {
+		return &zeroQuantity
+	}
+	return v.Capacity
 }
 
 func (c *Conditions) holds(k conditionKind, v *VolumeInfo) bool {
 	switch k {
 	case condCapacity:
-		return v.Capacity != nil && c.Capacity.Contains(v.Capacity)
+		return c.Capacity.Contains(v.capacityOf())
 	case condStorageClass:
 		return v.StorageClass != "" && slices.Contains(c.StorageClass, v.StorageClass)
 	case condNFS:
@@ -143,14 +162,18 @@ func (c *Conditions) holds(k conditionKind, v *VolumeInfo) bool {
 		if v.Type != VolumeCSI || (c.CSI.Driver != "" && c.CSI.Driver != v.CSIDriver) {
 			return false
 		}
+		if len(c.CSI.VolumeAttributes) > 0 && len(v.CSIVolumeAttributes) == 0 {
+			return false
+		}
+		// As in Velero, a wanted empty value also matches an absent key.
 		for key, want := range c.CSI.VolumeAttributes {
-			if got, ok := v.CSIVolumeAttributes[key]; !ok || got != want {
+			if v.CSIVolumeAttributes[key] != want {
 				return false
 			}
 		}
 		return true
 	case condVolumeTypes:
-		return v.Type != "" && slices.Contains(c.VolumeTypes, v.Type)
+		return slices.Contains(c.VolumeTypes, v.Type)
 	case condPVCLabels:
 		for key, want := range c.PVCLabels {
 			if got, ok := v.PVCLabels[key]; !ok || got != want {
@@ -160,8 +183,31 @@ func (c *Conditions) holds(k conditionKind, v *VolumeInfo) bool {
 		return true
 	case condPVCPhase:
 		return v.PVCPhase != "" && slices.Contains(c.PVCPhase, v.PVCPhase)
+	case condPVCVolumeMode:
+		return v.PVCVolumeMode == c.PVCVolumeMode
+	case condPVCAccessModes:
+		return sameSet(c.PVCAccessModes, v.PVCAccessModes)
 	}
 	return false
+}
+
+// sameSet reports whether a and b have the same length and hold the same
+// strings, Velero's test for access modes.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			return false
+		}
+	}
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // reason words the verdict of condition k, which holds exactly when ok.
@@ -169,11 +215,14 @@ func (c *Conditions) reason(k conditionKind, v *VolumeInfo, ok bool) string {
 	switch k {
 	case condCapacity:
 		if v.Capacity == nil {
-			return "the volume's capacity is unknown"
+			return fmt.Sprintf("the volume's capacity is unknown, taken as 0 (as Velero does), %s %s", inOrNot(ok), c.Capacity)
 		}
 		return fmt.Sprintf("%s %s %s", v.Capacity.String(), inOrNot(ok), c.Capacity)
 	case condStorageClass:
 		if v.StorageClass == "" {
+			if v.PVC != "" && v.Type == "" {
+				return fmt.Sprintf("a claim without a bound PersistentVolume has no storage class for policies (as in Velero), want one of %v", c.StorageClass)
+			}
 			return fmt.Sprintf("the volume has no storage class, want one of %v", c.StorageClass)
 		}
 		return fmt.Sprintf("%q %s %v", v.StorageClass, inOrNot(ok), c.StorageClass)
@@ -220,6 +269,22 @@ func (c *Conditions) reason(k conditionKind, v *VolumeInfo, ok bool) string {
 			return fmt.Sprintf("the PVC has no phase, want one of %v", c.PVCPhase)
 		}
 		return fmt.Sprintf("%q %s %v", v.PVCPhase, inOrNot(ok), c.PVCPhase)
+	case condPVCVolumeMode:
+		if v.PVC == "" {
+			return "the volume has no PVC"
+		}
+		if ok {
+			return fmt.Sprintf("volume mode %q", v.PVCVolumeMode)
+		}
+		return fmt.Sprintf("volume mode %q is not %q", v.PVCVolumeMode, c.PVCVolumeMode)
+	case condPVCAccessModes:
+		if v.PVC == "" {
+			return "the volume has no PVC"
+		}
+		if ok {
+			return fmt.Sprintf("access modes %v", v.PVCAccessModes)
+		}
+		return fmt.Sprintf("access modes %v are not exactly %v", v.PVCAccessModes, c.PVCAccessModes)
 	}
 	return ""
 }

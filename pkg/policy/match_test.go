@@ -60,8 +60,18 @@ func TestConditions(t *testing.T) {
 		{"capacity with a zero upper bound is open above", `capacity: "1Gi,0"`, VolumeInfo{Capacity: qty("1Pi")}, true, ""},
 		{"capacity open on both sides matches any known capacity", `capacity: ","`, VolumeInfo{Capacity: qty("0")}, true, ""},
 		{"capacity compares across units", `capacity: "1G,1Gi"`, VolumeInfo{Capacity: qty("1000Mi")}, true, ""},
-		{"unknown capacity never matches", `capacity: ","`, VolumeInfo{Type: VolumeEmptyDir}, false, "capacity: the volume's capacity is unknown"},
-		{"unknown capacity never matches a bounded range", `capacity: ",100Gi"`, VolumeInfo{}, false, "capacity: the volume's capacity is unknown"},
+		// Velero takes an unknown capacity as 0.
+		{"unknown capacity matches an open range", `capacity: ","`, VolumeInfo{Type: VolumeEmptyDir}, true, ""},
+		{"unknown capacity matches a range from 0", `capacity: ",100Gi"`, VolumeInfo{}, true, ""},
+		{"unknown capacity does not match a lower bound", `capacity: "1Gi,"`, VolumeInfo{}, false, `capacity: the volume's capacity is unknown, taken as 0 (as Velero does), not in "1Gi,"`},
+		{"a negative lower bound is open", `capacity: "-1Gi,2Gi"`, VolumeInfo{Capacity: qty("1Gi")}, true, ""},
+		// pvcVolumeMode and pvcAccessModes
+		{"volume mode", `pvcVolumeMode: Block`, VolumeInfo{PVC: "a/b", PVCVolumeMode: "Block"}, true, ""},
+		{"volume mode differs", `pvcVolumeMode: Block`, VolumeInfo{PVC: "a/b", PVCVolumeMode: "Filesystem"}, false, `pvcVolumeMode: volume mode "Filesystem" is not "Block"`},
+		{"access modes as a set", `pvcAccessModes: [ReadOnlyMany, ReadWriteOnce]`, VolumeInfo{PVC: "a/b", PVCAccessModes: []string{"ReadWriteOnce", "ReadOnlyMany"}}, true, ""},
+		{"access modes must be exactly these", `pvcAccessModes: [ReadWriteOnce]`, VolumeInfo{PVC: "a/b", PVCAccessModes: []string{"ReadWriteOnce", "ReadOnlyMany"}}, false, "pvcAccessModes: access modes [ReadWriteOnce ReadOnlyMany] are not exactly [ReadWriteOnce]"},
+		// An empty wanted attribute value also matches an absent key, as in Velero.
+		{"csi attribute wanted empty matches an absent one", `csi: {driver: d, volumeAttributes: {tier: ""}}`, csiVolume("d", map[string]string{"other": "x"}), true, ""},
 		// storageClass
 		{"storage class in the list", `storageClass: [silver, gold]`, VolumeInfo{StorageClass: "gold"}, true, ""},
 		{"storage class not in the list", `storageClass: [silver, bronze]`, VolumeInfo{StorageClass: "gold"}, false, `storageClass: "gold" not in [silver bronze]`},
@@ -218,7 +228,7 @@ func TestMatchFirstRuleWinsAndExplains(t *testing.T) {
 			rejected: []string{
 				"volumePolicies[0]: storageClass: the volume has no storage class, want one of [scratch]",
 				"volumePolicies[1]: csi: not a CSI volume (type emptyDir)",
-				"volumePolicies[2]: capacity: the volume's capacity is unknown",
+				`volumePolicies[2]: capacity: the volume's capacity is unknown, taken as 0 (as Velero does), not in "100Gi,"`,
 				"volumePolicies[3]: csi: not a CSI volume (type emptyDir)",
 				"volumePolicies[4]: nfs: not an NFS volume (type emptyDir)",
 			},

@@ -74,13 +74,17 @@ func Parse(data []byte) (*Policies, error) {
 		}
 		return nil, &ValidationError{Problems: errs}
 	}
+	slices.SortStableFunc(p.warnings, func(a, b problem) int { return a.order - b.order })
+	for _, w := range p.warnings {
+		out.Warnings = append(out.Warnings, w.FieldError)
+	}
 	return out, nil
 }
 
 var (
-	topKeys          = []string{"version", "volumePolicies", "includeExcludePolicy"}
+	topKeys          = []string{"version", "volumePolicies", "includeExcludePolicy", "namespacedFilterPolicies", "clusterScopedFilterPolicy"}
 	volumePolicyKeys = []string{"conditions", "action"}
-	conditionKeys    = []string{"capacity", "storageClass", "nfs", "csi", "volumeTypes", "pvcLabels", "pvcPhase"}
+	conditionKeys    = []string{"capacity", "storageClass", "nfs", "csi", "volumeTypes", "pvcLabels", "pvcPhase", "pvcVolumeMode", "pvcAccessModes"}
 	nfsKeys          = []string{"server", "path"}
 	csiKeys          = []string{"driver", "volumeAttributes"}
 	actionKeys       = []string{"type", "parameters"}
@@ -92,6 +96,7 @@ var (
 
 type parser struct {
 	problems []problem
+	warnings []problem
 }
 
 type problem struct {
@@ -107,6 +112,16 @@ func (p *parser) fail(n *yaml.Node, field, format string, args ...any) {
 		e.Line = n.Line
 	}
 	p.problems = append(p.problems, problem{FieldError: e, order: 2 * e.Line})
+}
+
+// warn records something Velero accepts that is likely a mistake: the
+// policy stays valid, and the warning says what to write instead.
+func (p *parser) warn(n *yaml.Node, field, format string, args ...any) {
+	e := &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line = n.Line
+	}
+	p.warnings = append(p.warnings, problem{FieldError: e, order: 2 * e.Line})
 }
 
 // missing reports a required key absent from mapping n.
@@ -176,6 +191,16 @@ func (p *parser) document(data []byte) *Policies {
 	if n := entries.get("includeExcludePolicy"); n != nil && !isNull(n) {
 		out.IncludeExcludePolicy = p.includeExclude(n, "includeExcludePolicy")
 	}
+	if n := entries.get("namespacedFilterPolicies"); n != nil && !isNull(n) {
+		out.NamespacedFilterPolicies = p.namespacedFilterPolicies(n, "namespacedFilterPolicies")
+		if len(out.NamespacedFilterPolicies) > 0 {
+			p.warn(n, "namespacedFilterPolicies", "not applied by Lifeboat yet: a backup naming this policy fails validation; filter with the backup's namespace, resource and label filters instead")
+		}
+	}
+	if n := entries.get("clusterScopedFilterPolicy"); n != nil && !isNull(n) {
+		out.ClusterScopedFilterPolicy = p.clusterScopedFilterPolicy(n, "clusterScopedFilterPolicy")
+		p.warn(n, "clusterScopedFilterPolicy", "not applied by Lifeboat yet: a backup naming this policy fails validation; filter with the backup's cluster-scoped resource filters instead")
+	}
 	return out
 }
 
@@ -211,7 +236,7 @@ func (p *parser) conditions(n *yaml.Node, field string) Conditions {
 			c.StorageClass = p.strings(v, f)
 		case "nfs":
 			if isNull(v) {
-				p.fail(v, f, "has no value; write nfs: {} to match any NFS volume, or give server and/or path")
+				p.warn(v, f, "has no value, so it does not constrain the volume (Velero reads it so too); write nfs: {} to match only NFS volumes, or remove the key")
 				continue
 			}
 			m := p.mapping(v, f, nfsKeys)
@@ -227,7 +252,7 @@ func (p *parser) conditions(n *yaml.Node, field string) Conditions {
 			}
 		case "csi":
 			if isNull(v) {
-				p.fail(v, f, "has no value; write csi: {} to match any CSI volume, or give a driver")
+				p.warn(v, f, "has no value, so it does not constrain the volume (Velero reads it so too); write csi: {} to match only CSI volumes, or remove the key")
 				continue
 			}
 			m := p.mapping(v, f, csiKeys)
@@ -242,40 +267,83 @@ func (p *parser) conditions(n *yaml.Node, field string) Conditions {
 				c.CSI.VolumeAttributes = p.stringMap(a, f+".volumeAttributes")
 				// Attribute names are defined by each driver; without one
 				// the pairs would match unrelated drivers by accident.
+				// Velero refuses this too, even for an empty mapping.
 				if c.CSI.Driver == "" && !isNull(a) {
 					p.fail(a, f+".volumeAttributes", "needs csi.driver; volume attributes are only meaningful for one driver")
 				}
 			}
 		case "volumeTypes":
+			// Velero accepts any name here and compares names as written,
+			// so a misspelt type is valid and never matches.
 			for i, s := range p.stringsWithNodes(v, f) {
-				if slices.Contains(VolumeTypes, VolumeType(s.value)) {
-					c.VolumeTypes = append(c.VolumeTypes, VolumeType(s.value))
-					continue
+				c.VolumeTypes = append(c.VolumeTypes, VolumeType(s.value))
+				if !slices.Contains(VolumeTypes, VolumeType(s.value)) {
+					p.warn(s.node, fmt.Sprintf("%s[%d]", f, i), "%q is not a volume type, so it never matches (names are case-sensitive)%s",
+						s.value, suggest(s.value, VolumeTypes, "use one of"))
 				}
-				p.fail(s.node, fmt.Sprintf("%s[%d]", f, i), "%q is not a volume type%s", s.value, suggest(s.value, VolumeTypes, "use one of"))
 			}
 		case "pvcLabels":
+			if isNull(v) {
+				p.fail(v, f, "has no value; give a mapping of label names to values, or remove the key")
+				continue
+			}
 			c.PVCLabels = p.stringMap(v, f)
 		case "pvcPhase":
 			for i, s := range p.stringsWithNodes(v, f) {
 				phase := corev1.PersistentVolumeClaimPhase(s.value)
-				if slices.Contains(PVCPhases, phase) {
-					c.PVCPhase = append(c.PVCPhase, phase)
+				c.PVCPhase = append(c.PVCPhase, phase)
+				if !slices.Contains(PVCPhases, phase) {
+					p.warn(s.node, fmt.Sprintf("%s[%d]", f, i), "%q is not a PVC phase, so it never matches (phases are case-sensitive)%s",
+						s.value, suggest(s.value, PVCPhases, "use"))
+				}
+			}
+		case "pvcVolumeMode":
+			// Velero takes only a YAML string here (not a number, a list or
+			// null), and any string: Kubernetes may add modes.
+			if vv := deref(v); vv.Kind != yaml.ScalarNode || vv.ShortTag() != "!!str" {
+				p.fail(v, f, "must be a string: Filesystem or Block")
+				continue
+			}
+			c.PVCVolumeMode = deref(v).Value
+			if c.PVCVolumeMode != "" && !slices.Contains(PVCVolumeModes, corev1.PersistentVolumeMode(c.PVCVolumeMode)) {
+				p.warn(v, f, "%q is not a volume mode, so it never matches (modes are case-sensitive)%s",
+					c.PVCVolumeMode, suggest(c.PVCVolumeMode, PVCVolumeModes, "use"))
+			}
+		case "pvcAccessModes":
+			vv := deref(v)
+			if vv.Kind != yaml.SequenceNode {
+				p.fail(v, f, "must be a list of access modes, e.g. [ReadWriteOnce]")
+				continue
+			}
+			for i, item := range vv.Content {
+				item = deref(item)
+				fi := fmt.Sprintf("%s[%d]", f, i)
+				if item.Kind != yaml.ScalarNode || item.ShortTag() != "!!str" {
+					p.fail(item, fi, "must be a string, an access mode such as ReadWriteOnce")
 					continue
 				}
-				p.fail(s.node, fmt.Sprintf("%s[%d]", f, i), "%q is not a PVC phase%s", s.value, suggest(s.value, PVCPhases, "use"))
+				c.PVCAccessModes = append(c.PVCAccessModes, item.Value)
+				if !slices.Contains(PVCAccessModes, corev1.PersistentVolumeAccessMode(item.Value)) {
+					p.warn(item, fi, "%q is not an access mode, so the condition never matches (modes are case-sensitive)%s",
+						item.Value, suggest(item.Value, PVCAccessModes, "use"))
+				}
 			}
 		}
 	}
 	return c
 }
 
-// capacity parses Velero's "lower,upper" form. An empty or zero bound is
-// open: Velero treats a zero upper bound as "no upper bound" too, so
-// "5Gi,0" means at least 5Gi in both.
+// capacity parses Velero's "lower,upper" form. A zero or empty bound is
+// open, and the range must have its upper bound at or above its lower one
+// unless the upper one is open: Velero's rules, negative bounds included
+// (accepted, with a warning, since no volume has a negative size). An empty
+// or null capacity constrains nothing, as in Velero.
 func (p *parser) capacity(n *yaml.Node, field string) *CapacityRange {
+	if isNull(n) {
+		return nil
+	}
 	raw, ok := p.str(n, field)
-	if !ok {
+	if !ok || raw == "" {
 		return nil
 	}
 	lo, hi, found := strings.Cut(raw, ",")
@@ -285,35 +353,37 @@ func (p *parser) capacity(n *yaml.Node, field string) *CapacityRange {
 	}
 	r := &CapacityRange{Raw: raw}
 	bad := false
-	bound := func(s, which string) *resource.Quantity {
+	var zero resource.Quantity
+	bound := func(s, which string) resource.Quantity {
 		s = strings.TrimSpace(s)
 		if s == "" {
-			return nil
+			return zero
 		}
 		q, err := resource.ParseQuantity(s)
 		if err != nil {
 			p.fail(n, field, "%q: the %s bound %q is not a Kubernetes quantity (e.g. 500Mi, 10Gi, 1Ti)", raw, which, s)
 			bad = true
-			return nil
+			return zero
 		}
 		if q.Sign() < 0 {
-			p.fail(n, field, "%q: the %s bound %q is negative", raw, which, s)
-			bad = true
-			return nil
+			p.warn(n, field, "%q: the %s bound %q is negative, and no volume is; write a bound of 0 or more", raw, which, s)
 		}
-		if q.IsZero() {
-			return nil
-		}
-		return &q
+		return q
 	}
-	r.Min = bound(lo, "lower")
-	r.Max = bound(hi, "upper")
+	lower := bound(lo, "lower")
+	upper := bound(hi, "upper")
 	if bad {
 		return nil
 	}
-	if r.Min != nil && r.Max != nil && r.Min.Cmp(*r.Max) > 0 {
+	if upper.Cmp(lower) < 0 && (lower.IsZero() || !upper.IsZero()) {
 		p.fail(n, field, "%q: the lower bound is above the upper one", raw)
 		return nil
+	}
+	if !lower.IsZero() {
+		r.Min = &lower
+	}
+	if !upper.IsZero() {
+		r.Max = &upper
 	}
 	return r
 }

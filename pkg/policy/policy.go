@@ -16,6 +16,14 @@ type Policies struct {
 	VolumePolicies []VolumePolicy
 	// IncludeExcludePolicy is nil when the policy has none.
 	IncludeExcludePolicy *IncludeExcludePolicy
+	// NamespacedFilterPolicies and ClusterScopedFilterPolicy are Velero's
+	// fine-grained filters: read and validated, not applied yet.
+	NamespacedFilterPolicies  []NamespacedFilterPolicy
+	ClusterScopedFilterPolicy *ClusterScopedFilterPolicy
+	// Warnings are what Velero accepts but is most likely a mistake (a
+	// volume type or phase that never matches, a condition with no value):
+	// the policy is valid, and each warning names the field and the fix.
+	Warnings []*FieldError
 }
 
 // VolumePolicy is one rule: when every condition holds, the volume gets
@@ -38,6 +46,11 @@ type Conditions struct {
 	VolumeTypes []VolumeType
 	PVCLabels   map[string]string
 	PVCPhase    []corev1.PersistentVolumeClaimPhase
+	// PVCVolumeMode matches claims whose spec.volumeMode is exactly it.
+	PVCVolumeMode string
+	// PVCAccessModes matches claims whose access modes are exactly these,
+	// in any order.
+	PVCAccessModes []string
 }
 
 // CapacityRange is an inclusive capacity range. A nil bound is open.
@@ -51,7 +64,8 @@ type CapacityRange struct {
 // String quotes the range as written, for messages.
 func (r *CapacityRange) String() string { return fmt.Sprintf("%q", r.Raw) }
 
-// Contains reports whether q lies within the range.
+// Contains reports whether q lies within the range. A volume whose
+// capacity is unknown is asked about as 0, as Velero does.
 func (r *CapacityRange) Contains(q *resource.Quantity) bool {
 	if r.Min != nil && r.Min.Cmp(*q) > 0 {
 		return false
@@ -110,6 +124,27 @@ type IncludeExcludePolicy struct {
 	ExcludedNamespaceScopedResources []string
 }
 
-// PVCPhases are the claim phases a pvcPhase condition may name (Kubernetes'
-// PersistentVolumeClaimPhase values).
+// PVCPhases are the claim phases Kubernetes defines. A pvcPhase condition
+// may name any value, as in Velero; others never match and are warned about.
 var PVCPhases = []corev1.PersistentVolumeClaimPhase{corev1.ClaimPending, corev1.ClaimBound, corev1.ClaimLost}
+
+// PVCVolumeModes are the volume modes Kubernetes defines.
+var PVCVolumeModes = []corev1.PersistentVolumeMode{corev1.PersistentVolumeFilesystem, corev1.PersistentVolumeBlock}
+
+// PVCAccessModes are the access modes Kubernetes defines.
+var PVCAccessModes = []corev1.PersistentVolumeAccessMode{
+	corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod,
+}
+
+// WarningMessages returns one line per warning, as ValidationError.Messages
+// words problems.
+func (p *Policies) WarningMessages() []string {
+	if p == nil {
+		return nil
+	}
+	out := make([]string, len(p.Warnings))
+	for i, w := range p.Warnings {
+		out[i] = w.Error()
+	}
+	return out
+}

@@ -9,7 +9,7 @@ import (
 // condition uses (the JSON field name of the source in the Kubernetes API).
 type VolumeType string
 
-// The volume types Velero's volumeTypes condition accepts.
+// The volume types Velero names.
 const (
 	VolumeAWSElasticBlockStore VolumeType = "awsElasticBlockStore"
 	VolumeAzureDisk            VolumeType = "azureDisk"
@@ -46,7 +46,9 @@ const (
 	VolumeAWSAzureDisk VolumeType = "awsAzureDisk"
 )
 
-// VolumeTypes lists every name a volumeTypes condition accepts.
+// VolumeTypes lists every volume type Velero names. A volumeTypes condition
+// may name any string, as in Velero; others never match and are warned
+// about.
 var VolumeTypes = []VolumeType{
 	VolumeAWSAzureDisk, VolumeAWSElasticBlockStore, VolumeAzureDisk, VolumeAzureFile, VolumeCephFS,
 	VolumeCinder, VolumeConfigMap, VolumeCSI, VolumeDownwardAPI, VolumeEmptyDir, VolumeEphemeral,
@@ -64,7 +66,7 @@ type VolumeInfo struct {
 	// Type, not at the NFS/CSI fields.
 	Type VolumeType
 	// Capacity is nil when unknown (pod volumes, unbound claims); such a
-	// volume never meets a capacity condition.
+	// volume meets capacity conditions as a volume of size 0, as in Velero.
 	Capacity     *resource.Quantity
 	StorageClass string
 	NFSServer    string
@@ -79,12 +81,17 @@ type VolumeInfo struct {
 	PVCLabels map[string]string
 	// PVCPhase is empty when there is no claim.
 	PVCPhase corev1.PersistentVolumeClaimPhase
+	// PVCVolumeMode is the claim's spec.volumeMode, empty when unset.
+	PVCVolumeMode string
+	// PVCAccessModes are the claim's spec.accessModes.
+	PVCAccessModes []string
 }
 
 // VolumeFromPV describes a PersistentVolume and, when known, the claim
-// bound to it. With pv nil it describes the claim alone (an unbound claim):
-// no type or capacity, and the claim's storage class so that a rule such as
-// "Pending claims of class gp2" can match it.
+// bound to it. With pv nil it describes the claim alone (an unbound claim)
+// as Velero does: no type, no capacity (0 for capacity conditions) and no
+// storage class, its labels, phase and modes only; so a storageClass
+// condition never matches an unbound claim, in Velero or here.
 func VolumeFromPV(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) VolumeInfo {
 	var v VolumeInfo
 	if pv != nil {
@@ -100,8 +107,6 @@ func VolumeFromPV(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim
 		if s.CSI != nil {
 			v.CSIDriver, v.CSIVolumeAttributes = s.CSI.Driver, s.CSI.VolumeAttributes
 		}
-	} else if pvc != nil && pvc.Spec.StorageClassName != nil {
-		v.StorageClass = *pvc.Spec.StorageClassName
 	}
 	v.addPVC(pvc)
 	return v
@@ -136,6 +141,12 @@ func (v *VolumeInfo) addPVC(pvc *corev1.PersistentVolumeClaim) {
 	v.PVC = pvc.Namespace + "/" + pvc.Name
 	v.PVCLabels = pvc.Labels
 	v.PVCPhase = pvc.Status.Phase
+	if pvc.Spec.VolumeMode != nil {
+		v.PVCVolumeMode = string(*pvc.Spec.VolumeMode)
+	}
+	for _, m := range pvc.Spec.AccessModes {
+		v.PVCAccessModes = append(v.PVCAccessModes, string(m))
+	}
 }
 
 func pvSourceType(s *corev1.PersistentVolumeSource) VolumeType {

@@ -62,9 +62,10 @@ func TestVolumeFromPV(t *testing.T) {
 			want: VolumeInfo{Capacity: qty("1Gi")},
 		},
 		{
-			name: "an unbound claim alone: its class, no type, no capacity",
+			// Velero takes no storage class from a claim alone.
+			name: "an unbound claim alone: no class, no type, no capacity",
 			pvc:  pvcOf(corev1.ClaimPending, nil, ptr.To("gp2")),
-			want: VolumeInfo{StorageClass: "gp2", PVC: "shop/data", PVCPhase: corev1.ClaimPending},
+			want: VolumeInfo{PVC: "shop/data", PVCPhase: corev1.ClaimPending},
 		},
 		{
 			name: "nothing at all",
@@ -102,7 +103,7 @@ func TestVolumeFromPodVolume(t *testing.T) {
 			name: "a claim reference with an unbound claim",
 			vol:  corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
 			pvc:  pvcOf(corev1.ClaimPending, nil, ptr.To("gp2")),
-			want: VolumeInfo{StorageClass: "gp2", PVC: "shop/data", PVCPhase: corev1.ClaimPending},
+			want: VolumeInfo{PVC: "shop/data", PVCPhase: corev1.ClaimPending},
 		},
 		{
 			name: "emptyDir",

@@ -117,8 +117,11 @@ type PodVolume struct {
 // volume whose policy action is custom: it sets this annotation, with its
 // plugin name as the value, on the PersistentVolumeClaim (or the
 // PersistentVolume) it returns from Execute. The server reads it from the
-// stored item; a custom volume that no plugin claimed is treated as skip,
-// and the backup says so in its warnings. MarkClaimed sets it.
+// stored item. Plugins built with Velero's SDK cannot set it, so the server
+// also counts as handling a custom volume any action that ran on its claim
+// or PV and claimed no other volume of the backup; a custom volume nobody
+// handled is treated as skip, and the backup says so in its warnings.
+// Restores strip the annotation. MarkClaimed sets it.
 const ClaimedByAnnotation = "volumes.lifeboat.io/claimed-by"
 
 // MarkClaimed records on obj (the PVC or PV a BackupItemAction returns)

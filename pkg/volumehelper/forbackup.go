@@ -57,16 +57,14 @@ func NewVolumeHelperForSpec(spec *v1.BackupSpec, policies *policy.Policies, clie
 
 // LoadPolicies reads the resource policy the backup names in
 // spec.resourcePolicy from its ConfigMap, which lives in the backup's
-// namespace. It returns nil, nil when the backup names none. Unlike
-// Velero, which ignores a reference of another kind, it refuses one: a
-// policy silently not applied would back volumes up the wrong way.
+// namespace. It returns nil, nil when the backup names none, or, as
+// Velero, a reference of a kind other than configmap (in any case; the
+// apiGroup is not read): PolicyKindWarning words that for the backup's
+// warnings.
 func LoadPolicies(ctx context.Context, backup *v1.Backup, client crclient.Reader) (*policy.Policies, error) {
 	ref := backup.Spec.ResourcePolicy
-	if ref == nil {
+	if ref == nil || !strings.EqualFold(ref.Kind, "configmap") {
 		return nil, nil
-	}
-	if !strings.EqualFold(ref.Kind, "configmap") {
-		return nil, fmt.Errorf("backup %s/%s: spec.resourcePolicy.kind %q is not supported; resource policies are read from a ConfigMap (kind: configmap)", backup.Namespace, backup.Name, ref.Kind)
 	}
 	if ref.Name == "" {
 		return nil, fmt.Errorf("backup %s/%s: spec.resourcePolicy.name is empty; name the ConfigMap holding the resource policy", backup.Namespace, backup.Name)
@@ -85,6 +83,18 @@ func LoadPolicies(ctx context.Context, backup *v1.Backup, client crclient.Reader
 		return nil, fmt.Errorf("backup %s/%s: invalid resource policy:\n%w", backup.Namespace, backup.Name, err)
 	}
 	return p, nil
+}
+
+// PolicyKindWarning returns a warning when spec.resourcePolicy names a
+// kind other than configmap, which Velero (and so Lifeboat) does not read:
+// the backup runs without a policy. It returns "" otherwise.
+func PolicyKindWarning(backup *v1.Backup) string {
+	ref := backup.Spec.ResourcePolicy
+	if ref == nil || strings.EqualFold(ref.Kind, "configmap") {
+		return ""
+	}
+	return fmt.Sprintf("spec.resourcePolicy.kind %q is not configmap, so no resource policy is applied (Velero ignores it too); "+
+		"set kind: configmap to apply the policy in ConfigMap %q", ref.Kind, ref.Name)
 }
 
 // defaultVolumesToFSBackup follows Velero's server: a true

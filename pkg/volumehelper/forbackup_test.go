@@ -78,11 +78,6 @@ func TestNewVolumeHelperForBackupPolicyErrors(t *testing.T) {
 			wantErr: []string{"ConfigMap velero/volumes: data: has 2 keys (a, b)"},
 		},
 		{
-			name:    "another kind",
-			ref:     policyRef("Secret", "volumes"),
-			wantErr: []string{`spec.resourcePolicy.kind "Secret" is not supported`},
-		},
-		{
 			name:    "no name",
 			ref:     policyRef("configmap", ""),
 			wantErr: []string{"spec.resourcePolicy.name is empty"},
@@ -217,5 +212,29 @@ func TestExcludesClaims(t *testing.T) {
 				t.Errorf("excludesClaims = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Velero reads spec.resourcePolicy only when its kind is configmap, in any
+// case, and ignores other kinds: the backup runs without a policy, and
+// Lifeboat says so in a warning.
+func TestPolicyKindAsVelero(t *testing.T) {
+	cl, _ := newClient(t, policyConfigMap("velero", "volumes", map[string]string{"p": mixedPolicy}))
+	for _, kind := range []string{"configmap", "ConfigMap", "CONFIGMAP"} {
+		b := backupWith(v1.BackupSpec{ResourcePolicy: policyRef(kind, "volumes")})
+		p, err := LoadPolicies(t.Context(), b, cl)
+		if err != nil || p == nil {
+			t.Errorf("kind %q: policy %v, error %v; want the policy", kind, p, err)
+		}
+		if w := PolicyKindWarning(b); w != "" {
+			t.Errorf("kind %q: warning %q", kind, w)
+		}
+	}
+	b := backupWith(v1.BackupSpec{ResourcePolicy: policyRef("Secret", "volumes")})
+	if p, err := LoadPolicies(t.Context(), b, cl); p != nil || err != nil {
+		t.Errorf("kind Secret: policy %v, error %v; want none, as Velero", p, err)
+	}
+	if w := PolicyKindWarning(b); !strings.Contains(w, `spec.resourcePolicy.kind "Secret"`) || !strings.Contains(w, "kind: configmap") {
+		t.Errorf("kind Secret: warning %q does not name the field and the fix", w)
 	}
 }

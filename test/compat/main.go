@@ -3,7 +3,8 @@
 // Lifeboat's. Lifeboat's end-to-end tests (test/plugins) put it in the
 // server's plugin dir to show that a plugin written for Velero runs under
 // Lifeboat unchanged: it is listed, its ObjectStore serves a
-// BackupStorageLocation, its BackupItemAction changes stored items and its
+// BackupStorageLocation, its BackupItemActions change stored items (one
+// takes the claims of volumes a resource policy leaves to plugins) and its
 // DeleteItemAction is called with the items of a backup.
 //
 // This module must stay separate from Lifeboat's: Velero's generated
@@ -22,8 +23,10 @@ import (
 // The plugin names, as `lifeboat plugin get` lists them.
 const (
 	AnnotateName = "compat.example.io/annotate"
-	RecordName   = "compat.example.io/record-deletes"
-	StoreName    = "compat.example.io/dirstore"
+	// CustomVolumeName takes the claims labelled CustomVolumeLabel=yes.
+	CustomVolumeName = "compat.example.io/custom-volume"
+	RecordName       = "compat.example.io/record-deletes"
+	StoreName        = "compat.example.io/dirstore"
 )
 
 func main() {
@@ -32,6 +35,7 @@ func main() {
 		// --log-level and --features are read, any other flag is ignored.
 		BindFlags(pflag.CommandLine).
 		RegisterBackupItemAction(AnnotateName, newAnnotate).
+		RegisterBackupItemAction(CustomVolumeName, newCustomVolume).
 		RegisterDeleteItemAction(RecordName, newRecordDeletes).
 		RegisterObjectStore(StoreName, newDirStore).
 		Serve()

@@ -43,6 +43,7 @@ func TestPluginGetListsEveryPlugin(t *testing.T) {
 		{Kind: "VolumeSnapshotter", Name: "example.io/filesnapshotter", Binary: filepath.Join(pluginDir, "filesnapshotter")},
 		// Built with Velero's SDK.
 		{Kind: "BackupItemAction", Name: "compat.example.io/annotate", Binary: filepath.Join(pluginDir, compatBinary)},
+		{Kind: "BackupItemAction", Name: "compat.example.io/custom-volume", Binary: filepath.Join(pluginDir, compatBinary)},
 		{Kind: "DeleteItemAction", Name: "compat.example.io/record-deletes", Binary: filepath.Join(pluginDir, compatBinary)},
 		{Kind: "ObjectStore", Name: "compat.example.io/dirstore", Binary: filepath.Join(pluginDir, compatBinary)},
 	}

@@ -23,7 +23,9 @@ import (
 
 // volumePolicy mixes all four actions; two custom actions belong to the two
 // custom-volume plugins (told apart by the handler parameter, which each
-// claims by default), a third to no plugin at all.
+// claims by default), a third to no plugin at all, a fourth to the plugin
+// built with Velero's SDK (test/compat), which cannot claim a volume with
+// Lifeboat's annotation: its selector takes the claims labelled for it.
 const volumePolicy = `version: v1
 volumePolicies:
 - conditions: {storageClass: [bronze]}
@@ -34,6 +36,8 @@ volumePolicies:
   action: {type: custom, parameters: {handler: example.io/custom-volume-b}}
 - conditions: {pvcLabels: {owner: nobody}}
   action: {type: custom, parameters: {handler: example.io/not-installed}}
+- conditions: {csi: {driver: v.csi.example.io}}
+  action: {type: custom, parameters: {handler: velero-sdk}}
 - conditions: {capacity: "10Gi,"}
   action: {type: snapshot}
 `
@@ -96,6 +100,7 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 		"a":      boundVolume(t, ns, "a", "fast", "1Gi", nil, csi("a.csi.example.io", ns+"-vol-a")),
 		"b":      boundVolume(t, ns, "b", "fast", "1Gi", nil, csi("b.csi.example.io", ns+"-vol-b")),
 		"orphan": boundVolume(t, ns, "orphan", "fast", "1Gi", map[string]string{"owner": "nobody"}, csi("c.csi.example.io", ns+"-vol-c")),
+		"velero": boundVolume(t, ns, "velero", "fast", "1Gi", map[string]string{"compat.example.io/custom-volume": "yes"}, csi("v.csi.example.io", ns+"-vol-v")),
 	}
 	env.Create(t, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{volumehelper.VolumesToBackupAnnotation: "cache"}},
@@ -134,7 +139,7 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 	}
 	want := map[string]string{
 		"pvc " + ns + "/gold": "snapshot", "pvc " + ns + "/silver": "snapshot", "pvc " + ns + "/bronze": "skip",
-		"pvc " + ns + "/a": "custom", "pvc " + ns + "/b": "custom", "pvc " + ns + "/orphan": "custom",
+		"pvc " + ns + "/a": "custom", "pvc " + ns + "/b": "custom", "pvc " + ns + "/orphan": "custom", "pvc " + ns + "/velero": "custom",
 		"pod " + ns + "/web:cache": "fs-backup",
 	}
 	for k, w := range want {
@@ -142,15 +147,24 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 			t.Errorf("%s: action %q, want %q (all: %v)", k, actions[k], w, actions)
 		}
 	}
-	for pv, by := range map[string]string{pvs["a"]: "example.io/custom-volume", pvs["b"]: customVolumeB, pvs["orphan"]: ""} {
+	for pv, by := range map[string]string{pvs["a"]: "example.io/custom-volume", pvs["b"]: customVolumeB, pvs["orphan"]: "", pvs["velero"]: ""} {
 		if got := byPV[pv].Decision.ClaimedBy; got != by {
 			t.Errorf("%s claimed by %q, want %q", pv, got, by)
+		}
+	}
+	// The Velero-SDK plugin's action ran on its claim: the volume is left
+	// to it, not reported unhandled. The Lifeboat-SDK plugins ran on every
+	// claim too, but they claimed others: on this one they declined.
+	for pv, by := range map[string]string{pvs["velero"]: "compat.example.io/custom-volume", pvs["orphan"]: ""} {
+		in := byPV[pv]
+		if got := strings.Join(in.Decision.HandledBy, ","); got != by || in.Skipped != (by == "") {
+			t.Errorf("%s: handled by %q (skipped %v: %s), want %q", pv, got, in.Skipped, in.SkippedReason, by)
 		}
 	}
 
 	// Each custom plugin handled exactly its own volume.
 	entries := readArchiveFile(t, filepath.Join(backupDir, name+".tar.gz"))
-	for claim, by := range map[string]string{"a": "example.io/custom-volume", "b": customVolumeB, "orphan": "", "gold": "", "silver": "", "bronze": ""} {
+	for claim, by := range map[string]string{"a": "example.io/custom-volume", "b": customVolumeB, "orphan": "", "velero": "", "gold": "", "silver": "", "bronze": ""} {
 		ann := storedItem(t, entries, "persistentvolumeclaims", ns, claim).GetAnnotations()
 		if ann[volumehelper.ClaimedByAnnotation] != by {
 			t.Errorf("stored claim %s: %s=%q, want %q", claim, volumehelper.ClaimedByAnnotation, ann[volumehelper.ClaimedByAnnotation], by)
@@ -158,6 +172,9 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 		if (by != "") != (ann[customVolumeKey] != "") {
 			t.Errorf("stored claim %s: record %q, want one only when claimed", claim, ann[customVolumeKey])
 		}
+	}
+	if ann := storedItem(t, entries, "persistentvolumeclaims", ns, "velero").GetAnnotations(); ann["compat.example.io/volume-handled-by"] != name {
+		t.Errorf("the Velero-SDK plugin did not handle its claim: annotations %v", ann)
 	}
 
 	// The snapshots are the snapshotter's files, recorded in the backup.
@@ -185,7 +202,8 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 	// The warnings say what was not done, per volume.
 	logs := mustLifeboat(t, "backup", "describe", name, "--details")
 	for _, w := range []string{
-		"pvc " + ns + "/orphan", "custom (handler=example.io/not-installed)", "custom action treated as skip",
+		"pvc " + ns + "/orphan", "custom (handler=example.io/not-installed)", "custom action not handled",
+		"left to backup item action(s) compat.example.io/custom-volume",
 		"pod " + ns + "/web:cache", "no file-system data mover",
 		"volume policy 4", "fallback: snapshotVolumes (unset, so true)", "handled by plugin " + customVolumeB,
 	} {
@@ -248,6 +266,26 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(snapDir, "volumes", "restored-"+goldSnap+"-1.json")); err != nil {
 		t.Errorf("the snapshotter made no volume from the snapshot: %v", err)
+	}
+
+	// The claimed-by annotation is the backup's bookkeeping: restored
+	// claims come without it, and keep what the plugin itself recorded.
+	target := env.Name("vols-target")
+	claimsRestore := env.Name("vols-claims")
+	mustLifeboat(t, "restore", "create", claimsRestore, "--from-backup", name, "--include-resources", "persistentvolumeclaims",
+		"--namespace-mappings", ns+":"+target, "--wait")
+	if rs := waitRestore(t, claimsRestore); rs.Status.Phase != v1.RestorePhaseCompleted {
+		t.Fatalf("restore of the claims: phase %s (%d errors)", rs.Status.Phase, rs.Status.Errors)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(testenv.Ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}})
+	})
+	claimA := &corev1.PersistentVolumeClaim{}
+	if err := env.Client.Get(testenv.Ctx(t), client.ObjectKey{Namespace: target, Name: "a"}, claimA); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := claimA.Annotations[volumehelper.ClaimedByAnnotation]; ok || claimA.Annotations[customVolumeKey] == "" {
+		t.Errorf("restored claim a: annotations %v; want %s gone and %s kept", claimA.Annotations, volumehelper.ClaimedByAnnotation, customVolumeKey)
 	}
 }
 
