@@ -14,9 +14,9 @@ type BackupRules struct {
 }
 
 type backupRule struct {
-	name       string
-	sel        podSelector
-	pre, post  []v1.BackupResourceHook
+	name      string
+	sel       podSelector
+	pre, post []v1.BackupResourceHook
 }
 
 // NewBackupRules resolves the spec's resource hooks; r resolves resource
