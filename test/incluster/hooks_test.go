@@ -64,7 +64,7 @@ func TestHooksRunInRealPods(t *testing.T) {
 		b.Status.HookStatus.HooksAttempted != 3 || b.Status.HookStatus.HooksFailed != 1 {
 		t.Fatalf("backup ended %s with hook status %+v; want PartiallyFailed, 3 attempted, 1 failed", b.Status.Phase, b.Status.HookStatus)
 	}
-	if got := execIn(t, ns, "db", "cat", "/data/marker"); got != "frozen\nthawed\n" {
+	if got := execIn(t, ns, "db", "/bin/busybox", "cat", "/data/marker"); got != "frozen\nthawed\n" {
 		t.Errorf("the db pod's marker after the backup: %q, want the pre hook's line then the post hook's", got)
 	}
 	dir := filepath.Join(store, "backups", "backups", b.Name)
@@ -112,7 +112,7 @@ func TestHooksRunInRealPods(t *testing.T) {
 	if len(restored.Spec.InitContainers) == 0 || restored.Spec.InitContainers[0].Name != "seed" {
 		t.Errorf("the restored pod's init containers: %+v, want the hook's seed first", restored.Spec.InitContainers)
 	}
-	if got := execIn(t, "hooked-copy", "db", "cat", "/data/post"); got != "init-ran\n" {
+	if got := execIn(t, "hooked-copy", "db", "/bin/busybox", "cat", "/data/post"); got != "init-ran\n" {
 		t.Errorf("the restored pod's /data/post: %q; want what the init hook wrote, copied by the post-restore exec hook", got)
 	}
 	if out := squeezeSpaces(lifeboat(t, "restore", "describe", rs.Name)); !strings.Contains(out, "HooksAttempted: 1\nHooksFailed: 0\n") {
