@@ -15,8 +15,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,7 +38,7 @@ func TestHooksRunInRealPods(t *testing.T) {
 	store := storeDir(t)
 	lifeboat(t, "install", "--image", images["lifeboat"], "--image-pull-policy", "Never",
 		"--use-filesystem", store, "--wait", "--timeout", "4m")
-	t.Cleanup(func() { lifeboat(t, "uninstall", "--force") })
+	t.Cleanup(func() { uninstallAndWait(t) })
 
 	const ns = "hooked"
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -120,6 +122,19 @@ func TestHooksRunInRealPods(t *testing.T) {
 	}
 	if logs := serverLog(t); strings.Contains(logs, "forbidden") {
 		t.Errorf("the server was refused something it needs:\n%s", logs)
+	}
+}
+
+// uninstallAndWait removes the server and waits for its namespace to be
+// gone, so the next test's install does not meet it terminating.
+func uninstallAndWait(t *testing.T) {
+	lifeboat(t, "uninstall", "--force")
+	err := wait.PollUntilContextTimeout(ctx(t), 250*time.Millisecond, 3*time.Minute, true, func(c context.Context) (bool, error) {
+		err := admin.Get(c, client.ObjectKey{Name: serverNamespace}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Errorf("namespace %s after uninstall: %v", serverNamespace, err)
 	}
 }
 
