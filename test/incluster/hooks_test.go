@@ -32,7 +32,8 @@ import (
 // hook from annotations that writes a marker and prints to the backup's
 // log, a post hook after it, and a spec hook with onError Fail that fails
 // and leaves its pod out of a PartiallyFailed backup, named in the
-// results — then a restore's init-container hook and post-restore exec
+// results, and a hook in a pod whose container never starts, which fails
+// (Continue: the pod is kept) rather than pass silently — then a restore's init-container hook and post-restore exec
 // hook in the restored pod, whose files show both ran, in order.
 func TestHooksRunInRealPods(t *testing.T) {
 	store := storeDir(t)
@@ -50,6 +51,11 @@ func TestHooksRunInRealPods(t *testing.T) {
 	})
 	create(t, db)
 	create(t, hookPod(ns, "broken", map[string]string{"app": "broken"}, nil))
+	// A pod whose container never starts: its hook cannot run.
+	pending := hookPod(ns, "pending", nil, map[string]string{
+		"pre.hook.backup.velero.io/command": `["/bin/busybox","true"]`, "pre.hook.backup.velero.io/on-error": "Continue"})
+	pending.Spec.Containers[0].Image = "example.com/not-on-the-node:1"
+	create(t, pending)
 	waitPodRunning(t, ns, "db")
 	waitPodRunning(t, ns, "broken")
 
@@ -63,8 +69,8 @@ func TestHooksRunInRealPods(t *testing.T) {
 		return b.Status.Phase == v1.BackupPhasePartiallyFailed || b.Status.Phase == v1.BackupPhaseCompleted || b.Status.Phase == v1.BackupPhaseFailed
 	})
 	if b.Status.Phase != v1.BackupPhasePartiallyFailed || b.Status.HookStatus == nil ||
-		b.Status.HookStatus.HooksAttempted != 3 || b.Status.HookStatus.HooksFailed != 1 {
-		t.Fatalf("backup ended %s with hook status %+v; want PartiallyFailed, 3 attempted, 1 failed", b.Status.Phase, b.Status.HookStatus)
+		b.Status.HookStatus.HooksAttempted != 4 || b.Status.HookStatus.HooksFailed != 2 {
+		t.Fatalf("backup ended %s with hook status %+v; want PartiallyFailed, 4 attempted, 2 failed", b.Status.Phase, b.Status.HookStatus)
 	}
 	if got := execIn(t, ns, "db", "/bin/busybox", "cat", "/data/marker"); got != "frozen\nthawed\n" {
 		t.Errorf("the db pod's marker after the backup: %q, want the pre hook's line then the post hook's", got)
@@ -79,7 +85,8 @@ func TestHooksRunInRealPods(t *testing.T) {
 	}
 	errs := strings.Join(res.Errors.Namespaces[ns], "\n")
 	for _, want := range []string{`pre hook "must-pass" (spec, #0) in container "web" of pod hooked/broken failed: command terminated with exit code 1`,
-		"pod hooked/broken not backed up"} {
+		"pod hooked/broken not backed up",
+		`pre hook "<from-annotation>" (annotation) in container "web" of pod hooked/pending failed: pod is not running: its phase is "Pending"`} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("the backup's errors lack %q:\n%s", want, errs)
 		}
@@ -88,10 +95,10 @@ func TestHooksRunInRealPods(t *testing.T) {
 	if err := json.Unmarshal([]byte(gunzip(t, filepath.Join(dir, b.Name+"-resource-list.json.gz"))), &list); err != nil {
 		t.Fatal(err)
 	}
-	if pods := list["v1/Pod"]; !slices.Equal(pods, []string{ns + "/db"}) {
-		t.Errorf("pods in the backup: %q; want only the db pod (the failed Fail pre hook leaves its pod out)", pods)
+	if pods := list["v1/Pod"]; !slices.Equal(pods, []string{ns + "/db", ns + "/pending"}) {
+		t.Errorf("pods in the backup: %q; want db and pending (a failed Fail pre hook leaves its pod out, a Continue one does not)", pods)
 	}
-	if out := squeezeSpaces(lifeboat(t, "backup", "describe", b.Name)); !strings.Contains(out, "HooksAttempted: 3\nHooksFailed: 1\n") ||
+	if out := squeezeSpaces(lifeboat(t, "backup", "describe", b.Name)); !strings.Contains(out, "HooksAttempted: 4\nHooksFailed: 2\n") ||
 		!strings.Contains(out, "must-pass:") {
 		t.Errorf("backup describe does not show the hooks:\n%s", out)
 	}
