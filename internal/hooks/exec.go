@@ -8,10 +8,10 @@ import (
 	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // maxOutput bounds what is kept of a command's stdout and of its stderr
@@ -50,7 +50,7 @@ func (e *RemoteExecutor) Exec(ctx context.Context, namespace, pod, container str
 	stdout, stderr := &capped{max: maxOutput}, &capped{max: maxOutput}
 	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr})
 	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+		err = fmt.Errorf("%w (%w)", context.Cause(ctx), err)
 	}
 	return stdout.String(), stderr.String(), err
 }
