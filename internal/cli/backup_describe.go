@@ -159,7 +159,7 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 		d.line("Resource policies:\t%s %s", spec.ResourcePolicy.Kind, spec.ResourcePolicy.Name)
 	}
 	d.blank()
-	describeBackupHooks(d, spec.Hooks)
+	describeBackupHooks(d, "", spec.Hooks)
 	d.blank()
 
 	d.line("Backup Format Version:\t%s", valueOr(status.FormatVersion, "<n/a>"))

@@ -9,15 +9,16 @@ import (
 
 // describeBackupHooks lists a backup's spec.hooks, as Velero's describe
 // does: each resource hook's selection, then its pre and post commands.
-func describeBackupHooks(d *describer, hooks v1.BackupHooks) {
+// Every line starts with indent (a schedule's template is indented).
+func describeBackupHooks(d *describer, indent string, hooks v1.BackupHooks) {
 	if len(hooks.Resources) == 0 {
-		d.line("Hooks:\t%s", none)
+		d.line("%sHooks:\t%s", indent, none)
 		return
 	}
-	d.line("Hooks:")
-	d.line("  Resources:")
+	d.line("%sHooks:", indent)
+	d.line("%s  Resources:", indent)
 	for _, r := range hooks.Resources {
-		describeHookSelection(d, r.Name, r.IncludedNamespaces, r.ExcludedNamespaces, r.IncludedResources, r.ExcludedResources, selectorString(r.LabelSelector))
+		describeHookSelection(d, indent, r.Name, r.IncludedNamespaces, r.ExcludedNamespaces, r.IncludedResources, r.ExcludedResources, selectorString(r.LabelSelector))
 		for _, phase := range []struct {
 			name  string
 			hooks []v1.BackupResourceHook
@@ -26,11 +27,11 @@ func describeBackupHooks(d *describer, hooks v1.BackupHooks) {
 				if h.Exec == nil {
 					continue
 				}
-				d.line("      %s Exec Hook:", phase.name)
-				d.line("        Container:\t%s", valueOr(h.Exec.Container, "<first container>"))
-				d.line("        Command:\t%s", strings.Join(h.Exec.Command, " "))
-				d.line("        On Error:\t%s", valueOr(string(h.Exec.OnError), none))
-				d.line("        Timeout:\t%s", durationOr(h.Exec.Timeout.Duration.String(), h.Exec.Timeout.Duration == 0, "30s (default)"))
+				d.line("%s      %s Exec Hook:", indent, phase.name)
+				d.line("%s        Container:\t%s", indent, valueOr(h.Exec.Container, "<first container>"))
+				d.line("%s        Command:\t%s", indent, strings.Join(h.Exec.Command, " "))
+				d.line("%s        On Error:\t%s", indent, valueOr(string(h.Exec.OnError), none))
+				d.line("%s        Timeout:\t%s", indent, durationOr(h.Exec.Timeout.Duration.String(), h.Exec.Timeout.Duration == 0, "30s (default)"))
 			}
 		}
 	}
@@ -45,7 +46,7 @@ func describeRestoreHooks(d *describer, hooks v1.RestoreHooks) {
 	d.line("Hooks:")
 	d.line("  Resources:")
 	for _, r := range hooks.Resources {
-		describeHookSelection(d, r.Name, r.IncludedNamespaces, r.ExcludedNamespaces, r.IncludedResources, r.ExcludedResources, selectorString(r.LabelSelector))
+		describeHookSelection(d, "", r.Name, r.IncludedNamespaces, r.ExcludedNamespaces, r.IncludedResources, r.ExcludedResources, selectorString(r.LabelSelector))
 		for _, h := range r.PostHooks {
 			if h.Init != nil {
 				d.line("      Init Hook:")
@@ -72,15 +73,15 @@ func describeRestoreHooks(d *describer, hooks v1.RestoreHooks) {
 	}
 }
 
-func describeHookSelection(d *describer, name string, inNS, exNS, inRes, exRes []string, selector string) {
-	d.line("    %s:", name)
-	d.line("      Namespaces:")
-	d.line("        Included:\t%s", listOr(inNS, "*"))
-	d.line("        Excluded:\t%s", listOr(exNS, none))
-	d.line("      Resources:")
-	d.line("        Included:\t%s", listOr(inRes, "*"))
-	d.line("        Excluded:\t%s", listOr(exRes, none))
-	d.line("      Label selector:\t%s", selector)
+func describeHookSelection(d *describer, indent, name string, inNS, exNS, inRes, exRes []string, selector string) {
+	d.line("%s    %s:", indent, name)
+	d.line("%s      Namespaces:", indent)
+	d.line("%s        Included:\t%s", indent, listOr(inNS, "*"))
+	d.line("%s        Excluded:\t%s", indent, listOr(exNS, none))
+	d.line("%s      Resources:", indent)
+	d.line("%s        Included:\t%s", indent, listOr(inRes, "*"))
+	d.line("%s        Excluded:\t%s", indent, listOr(exRes, none))
+	d.line("%s      Label selector:\t%s", indent, selector)
 }
 
 func durationOr(s string, zero bool, fallback string) string {

@@ -3,6 +3,7 @@ package cli
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,5 +55,23 @@ func TestDescribeShowsHooks(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("restore description lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestScheduleDescribeShowsTemplateHooks(t *testing.T) {
+	objs := sampleSchedules()
+	nightly := objs[0].(*v1.Schedule)
+	nightly.Spec.Template.Hooks.Resources = []v1.BackupResourceHookSpec{{Name: "sync",
+		PreHooks: []v1.BackupResourceHook{{Exec: &v1.ExecHook{Command: []string{"/bin/sync"}, Timeout: metav1.Duration{Duration: time.Minute}}}}}}
+	c := newFakeBuilder(t, objs...).Build()
+	out, _, err := run(t, newTestFactory(c), "schedule", "describe", "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := " TTL: 168h0m0s\n Hooks:\n Resources:\n sync:\n"; !strings.Contains(squeeze(out), want) {
+		t.Errorf("description lacks %q:\n%s", want, out)
+	}
+	if want := "Command: /bin/sync\n On Error: <none>\n Timeout: 1m0s\n"; !strings.Contains(squeeze(out), want) {
+		t.Errorf("description lacks %q:\n%s", want, out)
 	}
 }
