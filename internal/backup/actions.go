@@ -251,8 +251,9 @@ func itemLabels(item runtime.Unstructured) map[string]string {
 // (bounded by actionWorkers): a plugin call is a round trip to another
 // process, and one at a time they would dominate a backup. Results come
 // back in item order, so the archive stays deterministic. Items already
-// stored (as some earlier item's additional items) are not sent again.
-func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []rawItem) []*actionResult {
+// stored (as some earlier item's additional items) are not sent again, nor
+// are pods with hooks: their actions run between their pre and post hooks.
+func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []rawItem, hooked map[int]*podHooks) []*actionResult {
 	acts := r.actionsFor(rt)
 	out := make([]*actionResult, len(items))
 	if len(acts) == 0 {
@@ -270,7 +271,7 @@ func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []r
 		})
 	}
 	for i, it := range items {
-		if r.stored[gr+"/"+it.Namespace+"/"+it.Name] {
+		if r.stored[gr+"/"+it.Namespace+"/"+it.Name] || hooked[i] != nil {
 			continue
 		}
 		select {

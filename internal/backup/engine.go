@@ -24,6 +24,7 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
+	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/itemops"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
@@ -54,6 +55,8 @@ type Engine struct {
 	// SnapshotLocations opens the VolumeSnapshotLocations a backup
 	// snapshots through; nil refuses a backup that names any.
 	SnapshotLocations SnapshotLocations
+	// Hooks runs backup hooks' commands in pods; nil fails every hook.
+	Hooks hooks.Executor
 }
 
 // SnapshotLocations opens a VolumeSnapshotLocation for use: the
@@ -74,6 +77,7 @@ func NewEngine(acc *cluster.Access, listWorkers int, log *slog.Logger) *Engine {
 		ListWorkers: listWorkers,
 		Log:         log,
 		Client:      acc.Client,
+		Hooks:       hooks.NewRemoteExecutor(acc.Config, acc.Typed.CoreV1().RESTClient()),
 	}
 }
 
@@ -103,6 +107,9 @@ type Outcome struct {
 	// TarballBytes is the size of the archive written, compressed
 	// (velero_backup_tarball_size_bytes).
 	TarballBytes int64
+	// HooksAttempted and HooksFailed count the exec hooks, as Velero's
+	// status.hookStatus does.
+	HooksAttempted, HooksFailed int
 }
 
 // Run backs up what b's spec selects into store. b must carry the status the
@@ -160,6 +167,13 @@ type run struct {
 	volumeInfos []volumefiles.BackupVolumeInfo
 	snapshots   []volumefiles.Snapshot
 
+	// hookRules are the spec's resource hooks; hooksAttempted and
+	// hooksFailed count the hooks run; deferredPost are the post hooks
+	// that wait for the volume step.
+	hookRules                   *hooks.BackupRules
+	hooksAttempted, hooksFailed int
+	deferredPost                []*podHooks
+
 	// wrote is set once the run starts writing to the store.
 	wrote bool
 	// tarballBytes counts the compressed archive as it is written.
@@ -204,6 +218,7 @@ func (r *run) execute(ctx context.Context) Outcome {
 	}
 	out.Operations = len(r.operations)
 	out.TarballBytes = r.tarballBytes
+	out.HooksAttempted, out.HooksFailed = r.hooksAttempted, r.hooksFailed
 	out.VolumeSnapshotsAttempted = len(r.snapshots)
 	for _, s := range r.snapshots {
 		if s.Status.Phase == volumefiles.SnapshotPhaseCompleted {
@@ -249,6 +264,9 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 		return err
 	}
 
+	// Post hooks held back for the volume step run whatever happens to the
+	// backup: they undo what the pre hooks did.
+	defer r.runDeferredPostHooks(ctx)
 	// From here on the run writes under the backup's name: a failure must
 	// clean up, and a deletion of the Backup must look in the store.
 	r.wrote = true
@@ -295,12 +313,22 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 	writtenCRDs := map[string]bool{}
 	consume := func(job listJob, pg *page) error {
 		gr := job.Type.GroupResource()
-		pre := r.applyActionsToPage(ctx, job.Type, pg.Items)
+		var hooked map[int]*podHooks
+		if gr == podResource {
+			hooked = r.hooksForPage(pg.Items)
+		}
+		pre := r.applyActionsToPage(ctx, job.Type, pg.Items, hooked)
 		for i, it := range pg.Items {
 			if job.WriteIf != nil && !job.WriteIf(it) {
 				continue
 			}
-			if err := r.writeItem(ctx, aw, job.Type, it, pre[i], 0); err != nil {
+			var err error
+			if ph := hooked[i]; ph != nil {
+				err = r.writeHookedPod(ctx, aw, job.Type, it, ph)
+			} else {
+				err = r.writeItem(ctx, aw, job.Type, it, pre[i], 0)
+			}
+			if err != nil {
 				return err
 			}
 			if gr == crdResource {
@@ -468,6 +496,11 @@ func ApplyOutcome(b *v1.Backup, out Outcome) {
 	b.Status.BackupItemOperationsAttempted = out.Operations
 	b.Status.VolumeSnapshotsAttempted = out.VolumeSnapshotsAttempted
 	b.Status.VolumeSnapshotsCompleted = out.VolumeSnapshotsCompleted
+	// Set on every backup that ran, as Velero sets it, so describe shows
+	// the counts even when no hook applied.
+	if !out.StoredNothing {
+		b.Status.HookStatus = &v1.HookStatus{HooksAttempted: out.HooksAttempted, HooksFailed: out.HooksFailed}
+	}
 	if !out.Completion.IsZero() {
 		t := metav1.NewTime(out.Completion)
 		b.Status.CompletionTimestamp = &t

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
@@ -92,6 +93,9 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	}
 	if r.actions, err = r.loadActions(resolver); err != nil {
 		return nil, err
+	}
+	if r.hookRules, err = hooks.NewBackupRules(r.b.Spec.Hooks.Resources, resolver); err != nil {
+		return nil, fmt.Errorf("invalid hooks: %w", err)
 	}
 	if len(r.actions) > 0 {
 		r.stored = map[string]bool{}

@@ -10,6 +10,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/pkg/policy"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
@@ -17,16 +18,15 @@ import (
 
 // Validate returns every problem with spec, one message per problem, each
 // naming the field and what to do. Fields Lifeboat does not implement yet
-// are refused rather than ignored: a backup that silently skipped hooks or
-// volume snapshots would look fine until the day it is restored.
+// are refused rather than ignored: a backup that silently skipped a data
+// mover or volume group snapshots would look fine until the day it is
+// restored.
 func Validate(spec *v1.BackupSpec) []string {
 	var msgs []string
 	unsupported := func(field, why string) {
 		msgs = append(msgs, fmt.Sprintf("%s: not supported by Lifeboat yet (%s); remove the field", field, why))
 	}
-	if len(spec.Hooks.Resources) > 0 {
-		unsupported("spec.hooks", "backup hooks are not run")
-	}
+	msgs = append(msgs, hooks.ValidateBackupHooks(spec.Hooks.Resources)...)
 	if len(spec.OrderedResources) > 0 {
 		unsupported("spec.orderedResources", "items are stored in a fixed order")
 	}

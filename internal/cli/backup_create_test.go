@@ -260,8 +260,8 @@ func TestBackupCreateWaitFailures(t *testing.T) {
 		{
 			name: "failed validation",
 			status: v1.BackupStatus{Phase: v1.BackupPhaseFailedValidation,
-				ValidationErrors: []string{"spec.hooks is not supported", "spec.datamover is not supported"}},
-			want: []string{"failed validation", "spec.hooks is not supported", "spec.datamover is not supported"},
+				ValidationErrors: []string{"spec.orderedResources is not supported", "spec.datamover is not supported"}},
+			want: []string{"failed validation", "spec.orderedResources is not supported", "spec.datamover is not supported"},
 		},
 		{
 			name:   "partially failed",

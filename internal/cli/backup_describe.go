@@ -179,6 +179,8 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 		d.line("Resource policies:\t%s %s", spec.ResourcePolicy.Kind, spec.ResourcePolicy.Name)
 	}
 	d.blank()
+	describeBackupHooks(d, "", spec.Hooks)
+	d.blank()
 
 	d.line("Backup Format Version:\t%s", valueOr(status.FormatVersion, "<n/a>"))
 	d.line("Started:\t%s", f.formatTime(status.StartTimestamp))
@@ -194,6 +196,7 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 			d.line("Items backed up:\t%d", p.ItemsBackedUp)
 		}
 	}
+	describeHookStatus(d, status.HookStatus)
 	f.describeConditions(d, status.Conditions)
 	if list != nil {
 		d.blank()

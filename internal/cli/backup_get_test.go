@@ -191,14 +191,14 @@ func TestBackupDescribeValidationErrors(t *testing.T) {
 	b := &v1.Backup{
 		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "velero"},
 		Status: v1.BackupStatus{Phase: v1.BackupPhaseFailedValidation,
-			ValidationErrors: []string{"spec.hooks is not supported by Lifeboat yet"}},
+			ValidationErrors: []string{"spec.datamover is not supported by Lifeboat yet"}},
 	}
 	c := newFakeBuilder(t, b).Build()
 	out, _, err := run(t, newTestFactory(c), "backup", "describe", "bad")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(squeeze(out), "Validation errors:\n - spec.hooks is not supported by Lifeboat yet\n") {
+	if !strings.Contains(squeeze(out), "Validation errors:\n - spec.datamover is not supported by Lifeboat yet\n") {
 		t.Errorf("validation errors not described:\n%s", out)
 	}
 }

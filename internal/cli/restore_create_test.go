@@ -370,8 +370,8 @@ func TestRestoreCreateWaitFailures(t *testing.T) {
 		{
 			name: "failed validation",
 			status: v1.RestoreStatus{Phase: v1.RestorePhaseFailedValidation,
-				ValidationErrors: []string{`spec.backupName: backup "web" is in phase InProgress`, "spec.hooks: not supported"}},
-			want: []string{"failed validation", `spec.backupName: backup "web" is in phase InProgress`, "spec.hooks: not supported", "lifeboat restore describe r"},
+				ValidationErrors: []string{`spec.backupName: backup "web" is in phase InProgress`, "spec.resourceModifier: not supported"}},
+			want: []string{"failed validation", `spec.backupName: backup "web" is in phase InProgress`, "spec.resourceModifier: not supported", "lifeboat restore describe r"},
 		},
 		{
 			name:   "partially failed",

@@ -136,6 +136,9 @@ func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResul
 	d.line("Restore PVs:\t%s", boolPtrString(spec.RestorePVs, "true", "false", "auto"))
 	d.line("Existing resource policy:\t%s", valueOr(string(spec.ExistingResourcePolicy), none))
 	d.line("Preserve Service NodePorts:\t%s", boolPtrString(spec.PreserveNodePorts, "true", "false", "auto"))
+	d.blank()
+	describeRestoreHooks(d, spec.Hooks)
+	describeHookStatus(d, status.HookStatus)
 
 	f.describeConditions(d, status.Conditions)
 	if list != nil {

@@ -69,6 +69,7 @@ func describeBackupTemplate(d *describer, spec *v1.BackupSpec) {
 	d.line("  Storage Location:\t%s", valueOr(spec.StorageLocation, "<default>"))
 	d.line("  Velero-Native Snapshot PVs:\t%s", boolPtrString(spec.SnapshotVolumes, "true", "false", "auto"))
 	d.line("  TTL:\t%s", ttlString(spec.TTL.Duration))
+	describeBackupHooks(d, "  ", spec.Hooks)
 }
 
 // nextBackup says when the server will next back up, by the same rule the

@@ -308,6 +308,8 @@ func applyRestoreOutcome(s *v1.RestoreStatus, o restore.Outcome) {
 		s.FailureReason = cmp.Or(o.FailureReason, "the restore engine ended without saying how")
 	}
 	s.Warnings, s.Errors = o.Warnings, o.Errors
+	// Set on every restore that ran, as Velero sets it.
+	s.HookStatus = &v1.HookStatus{HooksAttempted: o.HooksAttempted, HooksFailed: o.HooksFailed}
 	p := o.Progress
 	s.Progress = &p
 	completion := metav1.NewTime(o.Completion)

@@ -30,7 +30,8 @@ func TestValidateScheduleNamesFields(t *testing.T) {
 		Spec: v1.ScheduleSpec{
 			Schedule: "every day",
 			Template: v1.BackupSpec{
-				Hooks:         v1.BackupHooks{Resources: []v1.BackupResourceHookSpec{{Name: "x"}}},
+				Hooks: v1.BackupHooks{Resources: []v1.BackupResourceHookSpec{{Name: "x",
+					LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Sometimes"}}}}}},
 				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
 				OrLabelSelectors: []*metav1.LabelSelector{
 					{MatchLabels: map[string]string{"c": "d"}},
@@ -43,7 +44,7 @@ func TestValidateScheduleNamesFields(t *testing.T) {
 	for _, want := range []string{
 		`spec.schedule: "every day" is not a valid cron expression`,
 		"metadata.name: 240 characters",
-		"spec.template.hooks: not supported",
+		"spec.template.hooks.resources[0].labelSelector:",
 		"spec.template.labelSelector, spec.template.orLabelSelectors:",
 	} {
 		if !strings.Contains(got, want) {

@@ -51,6 +51,15 @@ func ClusterGrants(restoreRBAC bool) []Grant {
 				"patches existing ones when existingResourcePolicy is update and the owner references of what it restored; " +
 				"the CSI snapshot cleanup patches a VolumeSnapshotContent's deletionPolicy before deleting it",
 		},
+		// Backup hooks and restore exec hooks run commands in pods. The
+		// wildcard create above covers pods/exec already; the rule names
+		// it so that hooks keep working if that rule is ever narrowed, and
+		// so a reader of the role sees the server execs into pods.
+		{
+			Rule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}},
+			Why: "create on pods/exec: backup hooks (pre and post, from pod annotations and spec.hooks) and restore exec hooks " +
+				"run their commands in the pods' containers through the API server, as kubectl exec does",
+		},
 		// The built-in DeleteItemAction lifeboat.io/csi-snapshot-cleanup.
 		{
 			Rule: rbacv1.PolicyRule{

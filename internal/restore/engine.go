@@ -12,6 +12,7 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
+	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
@@ -29,6 +30,24 @@ type Engine struct {
 	// SnapshotLocations opens the VolumeSnapshotLocations of a backup's
 	// native snapshots; nil restores no volume from a snapshot.
 	SnapshotLocations SnapshotLocations
+	// Hooks runs restore exec hooks' commands in pods; nil fails every
+	// exec hook.
+	Hooks hooks.Executor
+	// HookWait bounds the wait for a pod's containers of exec hooks
+	// without a wait timeout; zero is DefaultHookWait.
+	HookWait time.Duration
+}
+
+// DefaultHookWait is how long a restore waits for the containers of exec
+// hooks that give no wait timeout: Velero's default resource timeout,
+// which bounds its wait for hooks too.
+const DefaultHookWait = 10 * time.Minute
+
+func (e *Engine) hookWait() time.Duration {
+	if e.HookWait > 0 {
+		return e.HookWait
+	}
+	return DefaultHookWait
 }
 
 // SnapshotLocations opens a VolumeSnapshotLocation for use: the
@@ -43,7 +62,7 @@ func NewEngine(acc *cluster.Access, log *slog.Logger) *Engine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{acc: acc, log: log}
+	return &Engine{acc: acc, log: log, Hooks: hooks.NewRemoteExecutor(acc.Config, acc.Typed.CoreV1().RESTClient())}
 }
 
 // ProgressFunc receives the running counts of a restore, at most once a second.
@@ -57,6 +76,9 @@ type Outcome struct {
 	Errors        int
 	Progress      v1.RestoreProgress
 	Completion    time.Time
+	// HooksAttempted and HooksFailed count the exec hooks, as Velero's
+	// status.hookStatus does.
+	HooksAttempted, HooksFailed int
 }
 
 // Run restores b (read from store) as rs's spec says, and uploads the
@@ -81,6 +103,9 @@ func (e *Engine) Run(ctx context.Context, rs *v1.Restore, b *v1.Backup, store *s
 		Progress:   v1.RestoreProgress{TotalItems: r.total, ItemsRestored: int(r.restored.Load())},
 		Warnings:   res.Warnings.Count(),
 		Errors:     res.Errors.Count(),
+
+		HooksAttempted: r.hooksAttempted,
+		HooksFailed:    r.hooksFailed,
 	}
 	switch {
 	case err != nil:

@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
@@ -78,6 +79,14 @@ type run struct {
 	// snapshotters are the locations' VolumeSnapshotters, by location.
 	snapshotters   map[string]snapshotterResult
 	snapshottersMu sync.Mutex
+
+	// hookRules are the spec's restore hooks; exec hooks run under
+	// hookCtx in hookWG, counted under hookMu.
+	hookRules                   *hooks.RestoreRules
+	hookCtx                     context.Context
+	hookWG                      sync.WaitGroup
+	hookMu                      sync.Mutex
+	hooksAttempted, hooksFailed int
 }
 
 type ownerFixup struct {
@@ -104,7 +113,21 @@ func (e *Engine) newRun(rs *v1.Restore, b *v1.Backup, store *storage.BackupStore
 
 func (r *run) close() { r.log.Discard() }
 
-func (r *run) execute(ctx context.Context) error {
+func (r *run) execute(ctx context.Context) (err error) {
+	if r.hookRules, err = hooks.NewRestoreRules(r.rs.Spec.Hooks.Resources); err != nil {
+		return fmt.Errorf("invalid hooks: %w", err)
+	}
+	hookCtx, cancelHooks := context.WithCancelCause(ctx)
+	r.hookCtx = hookCtx
+	// The restore ends when its pods' exec hooks have: they are part of
+	// its outcome. A restore that failed stops waiting for them.
+	defer func() {
+		if err != nil {
+			cancelHooks(fmt.Errorf("the restore failed: %w", err))
+		}
+		r.hookWG.Wait()
+		cancelHooks(nil)
+	}()
 	if err := r.types.refresh(); err != nil {
 		return err
 	}
@@ -305,6 +328,13 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	obj.SetNamespace(ns)
 	obj.SetName(name)
 	r.tf.prepare(obj, gr, info)
+	if gr == grPods {
+		if err := r.addInitHooks(obj); err != nil {
+			r.itemError(ns, gr, name, err)
+			r.record(obj, "failed")
+			return "", false
+		}
+	}
 	if fromBackup != nil {
 		if obj = r.runActions(ctx, gr, it.Namespace, obj, fromBackup); obj == nil {
 			return it.Name, false
@@ -333,6 +363,10 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	case err == nil:
 		r.recordUID(gv.Group, info.Kind, ns, obj.GetName(), createdObj.GetUID())
 		r.record(obj, "created")
+		if gr == grPods {
+			// Only pods this restore created, as in Velero.
+			r.startExecHooks(createdObj)
+		}
 		return obj.GetName(), true
 	case apierrors.IsAlreadyExists(err):
 		r.existing(cctx, client, obj, gr, info)

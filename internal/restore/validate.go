@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 )
 
@@ -18,9 +19,7 @@ func Validate(spec *v1.RestoreSpec) []string {
 	unsupported := func(field, why string) {
 		msgs = append(msgs, fmt.Sprintf("%s: not supported by Lifeboat yet (%s); remove the field", field, why))
 	}
-	if len(spec.Hooks.Resources) > 0 {
-		unsupported("spec.hooks", "restore hooks are not run")
-	}
+	msgs = append(msgs, hooks.ValidateRestoreHooks(spec.Hooks.Resources)...)
 	if spec.ResourceModifier != nil {
 		unsupported("spec.resourceModifier", "resource modifiers are not applied")
 	}

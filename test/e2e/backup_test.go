@@ -322,7 +322,8 @@ func TestBackupValidation(t *testing.T) {
 		spec v1.BackupSpec
 		want string
 	}{
-		{"unsupported hooks", v1.BackupSpec{Hooks: v1.BackupHooks{Resources: []v1.BackupResourceHookSpec{{Name: "h"}}}}, "spec.hooks"},
+		{"hook with a broken label selector", v1.BackupSpec{Hooks: v1.BackupHooks{Resources: []v1.BackupResourceHookSpec{{Name: "h",
+			LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Sometimes"}}}}}}}, "spec.hooks.resources[0].labelSelector"},
 		{"unknown volume snapshot location", v1.BackupSpec{VolumeSnapshotLocations: []string{"no-such-vsl"}}, "spec.volumeSnapshotLocations"},
 		{"missing resource policy", v1.BackupSpec{ResourcePolicy: &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "no-such-policy"}}, "spec.resourcePolicy"},
 		{"star in excludes", v1.BackupSpec{ExcludedNamespaces: []string{"*"}}, "spec.excludedNamespaces"},
