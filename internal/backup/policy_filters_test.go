@@ -10,6 +10,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -211,5 +212,49 @@ func TestFineGrainedFiltersWithOldFiltersRefused(t *testing.T) {
 		if !strings.Contains(all, w) {
 			t.Errorf("validation messages do not name %s:\n%s", w, all)
 		}
+	}
+}
+
+// A claim's PersistentVolume, added to the backup as an additional item,
+// is held to the names of clusterScopedFilterPolicy's PersistentVolume
+// rule (never to its labels), as Velero holds additional items.
+func TestFineGrainedFiltersAdditionalVolumes(t *testing.T) {
+	f := newFixture(t, 0)
+	ctx := context.Background()
+	c := f.engine.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "velero"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	hostPath := corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/x"}}
+	createVolume(t, cs, f.ns, "keep", "standard", hostPath)
+	createVolume(t, cs, f.ns, "drop", "standard", hostPath)
+	name := f.ns + "-fine"
+	mustCreate(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: name}, Data: map[string]string{"policy": `version: v1
+clusterScopedFilterPolicy:
+  resourceFilters:
+    - kinds: [PersistentVolume]
+      names: ["*-keep"]
+      labelSelector:
+        matchLabels:
+          nothing: has-this
+`}})
+	b := f.backup("volumes")
+	b.Spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: name}
+	noSnapshots := false
+	b.Spec.SnapshotVolumes = &noSnapshots
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted {
+		t.Fatalf("outcome %+v, want Completed", out)
+	}
+	items := readItems(t, f, "volumes")
+	if items["resources/persistentvolumeclaims/namespaces/"+f.ns+"/keep.json"] == nil || items["resources/persistentvolumeclaims/namespaces/"+f.ns+"/drop.json"] == nil {
+		t.Fatalf("claims missing: %v", keysOf(items))
+	}
+	if items["resources/persistentvolumes/cluster/"+f.ns+"-keep.json"] == nil {
+		t.Errorf("the PV whose name the rule allows is missing (labels do not apply to additional items): %v", keysOf(items))
+	}
+	if items["resources/persistentvolumes/cluster/"+f.ns+"-drop.json"] != nil {
+		t.Errorf("the PV whose name the rule leaves out was stored")
 	}
 }
