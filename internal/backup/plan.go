@@ -169,7 +169,9 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		case gr == namespacesResource:
 			kept := []rawItem{}
 			for _, it := range allNamespaces {
-				if namespaces.ShouldInclude(it.Name) && !selection.ExcludedFromBackup(it.Labels) {
+				// A clusterScopedFilterPolicy rule for namespaces is held to
+				// its names only: Velero lists namespaces without selectors.
+				if namespaces.ShouldInclude(it.Name) && !selection.ExcludedFromBackup(it.Labels) && r.fine.KeepsName(namespacesResource, "", it.Name) {
 					kept = append(kept, it)
 				}
 			}
