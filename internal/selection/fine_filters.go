@@ -189,7 +189,11 @@ func (f *FineFilters) resolveKind(field, kind string, namespacedList bool, r Res
 	}
 	gr, namespaced, rerr := r.ResolveResource(written)
 	if rerr != nil {
-		f.warn("%s: kind %q is not a resource type the API server serves; it only matches a type of exactly that name", field, kind)
+		if f.use == ForRestore {
+			f.warn("%s: kind %q is not a resource type the API server serves; it matches archived items of that kind (a custom resource whose definition the restore brings)", field, kind)
+		} else {
+			f.warn("%s: kind %q is not a resource type the API server serves; it only matches a type of exactly that name", field, kind)
+		}
 		return written, true, nil
 	}
 	if namespaced != namespacedList {
