@@ -85,3 +85,30 @@ includeExcludePolicy:
 		})
 	}
 }
+
+// The policies of Velero's restore guide get the verdict Velero's restore
+// gives them: parsed as any policy, then refused when they hold what a
+// restore does not read (testdata/velero/*.restorecases).
+func TestVeleroRestoreVerdicts(t *testing.T) {
+	cases := readVeleroCases(t, "restorecases")
+	counts := map[bool]int{}
+	for _, c := range cases {
+		counts[c.valid]++
+		t.Run(c.file+"/"+c.name, func(t *testing.T) {
+			p, err := Parse([]byte(c.doc))
+			var problems []string
+			if err == nil {
+				problems = p.RestoreProblems()
+			}
+			switch valid := err == nil && len(problems) == 0; {
+			case c.valid && !valid:
+				t.Errorf("Velero's restore accepts this policy; Lifeboat refuses it: %v %q\n--- policy:\n%s", err, problems, c.doc)
+			case !c.valid && valid:
+				t.Errorf("Velero's restore refuses this policy; Lifeboat accepts it\n--- policy:\n%s", c.doc)
+			}
+		})
+	}
+	if counts[true] == 0 || counts[false] == 0 {
+		t.Errorf("%d valid and %d invalid cases; the table needs both", counts[true], counts[false])
+	}
+}
