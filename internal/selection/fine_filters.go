@@ -323,9 +323,6 @@ func (f *FineFilters) WarnExcluded(include func(schema.GroupResource) bool, what
 	}
 }
 
-// HasNamespaced reports whether the policy has namespacedFilterPolicies.
-func (f *FineFilters) HasNamespaced() bool { return f != nil && len(f.exact) > 0 }
-
 // ForNamespace returns the rules of the entry ruling namespace ns, nil
 // when none does: an entry naming ns exactly wins wherever it is listed,
 // else the first pattern, in the policy's order, that matches.
