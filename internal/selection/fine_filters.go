@@ -126,10 +126,7 @@ func NewFineFilters(spec FineFilterSpec, r ResourceResolver, use Use) (*FineFilt
 				continue
 			}
 			for _, kind := range kf.Kinds {
-				key, unresolved, err := f.resolveKind(field, kind, true, r)
-				if err != nil {
-					return nil, err
-				}
+				key, unresolved := f.resolveKind(field, kind, true, r)
 				rules.unresolved = rules.unresolved || unresolved
 				if !unresolved {
 					rules.resolved = append(rules.resolved, schema.ParseGroupResource(key))
@@ -161,10 +158,7 @@ func NewFineFilters(spec FineFilterSpec, r ResourceResolver, use Use) (*FineFilt
 				return nil, fmt.Errorf("%s: %w", field, err)
 			}
 			for _, kind := range kf.Kinds {
-				key, unresolved, err := f.resolveKind("clusterScopedFilterPolicy", kind, false, r)
-				if err != nil {
-					return nil, err
-				}
+				key, unresolved := f.resolveKind("clusterScopedFilterPolicy", kind, false, r)
 				f.clusterUnresolved = f.clusterUnresolved || unresolved
 				if _, dup := f.cluster[key]; dup && use == ForRestore {
 					return nil, fmt.Errorf("clusterScopedFilterPolicy: two kinds name %s; name each type once", key)
@@ -179,13 +173,13 @@ func NewFineFilters(spec FineFilterSpec, r ResourceResolver, use Use) (*FineFilt
 // resolveKind gives the key a kind is looked up by: the group-resource
 // discovery resolves it to, else the kind as written (lower-cased for a
 // restore), which then matches only a type of exactly that name.
-func (f *FineFilters) resolveKind(field, kind string, namespacedList bool, r ResourceResolver) (key string, unresolved bool, err error) {
+func (f *FineFilters) resolveKind(field, kind string, namespacedList bool, r ResourceResolver) (key string, unresolved bool) {
 	written := kind
 	if f.use == ForRestore {
 		written = strings.ToLower(kind)
 	}
 	if r == nil || kind == All {
-		return written, kind != All, nil
+		return written, kind != All
 	}
 	gr, namespaced, rerr := r.ResolveResource(written)
 	if rerr != nil {
@@ -194,7 +188,7 @@ func (f *FineFilters) resolveKind(field, kind string, namespacedList bool, r Res
 		} else {
 			f.warn("%s: kind %q is not a resource type the API server serves; it only matches a type of exactly that name", field, kind)
 		}
-		return written, true, nil
+		return written, true
 	}
 	if namespaced != namespacedList {
 		if namespacedList {
@@ -203,7 +197,7 @@ func (f *FineFilters) resolveKind(field, kind string, namespacedList bool, r Res
 			f.warn("%s: kind %q (%s) is namespace-scoped and never matches here; move it to namespacedFilterPolicies", field, kind, gr)
 		}
 	}
-	return gr.String(), false, nil
+	return gr.String(), false
 }
 
 func newKindRule(s KindFilterSpec, use Use) (*KindRule, error) {
