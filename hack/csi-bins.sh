@@ -2,8 +2,10 @@
 # Builds the CSI test stack's Kubernetes parts (internal/testutil/csistack)
 # from the pinned tools modules hack/tools/external-snapshotter and
 # hack/tools/external-provisioner: snapshot-controller, csi-snapshotter and
-# csi-provisioner, plus the snapshot.storage.k8s.io CRDs of the
-# external-snapshotter client module at the same version (crd/). Everything
+# csi-provisioner, plus the snapshot.storage.k8s.io and
+# groupsnapshot.storage.k8s.io CRDs of the external-snapshotter client module
+# at the same version (crd/; without the group ones the snapshot-controller
+# waits 30 s for them at every start). Everything
 # goes into a cache directory keyed by the versions, which is printed. A
 # cache hit costs nothing; a cold build takes a few minutes on 2 cores.
 # kube-controller-manager, which the stack also runs, is hack/node-bins.sh's.
@@ -20,7 +22,11 @@ components=(
   "csi-snapshotter external-snapshotter github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter $SNAPSHOTTER_VERSION"
   "csi-provisioner external-provisioner github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner $PROVISIONER_VERSION"
 )
-crds=(volumesnapshotclasses volumesnapshotcontents volumesnapshots)
+crds=(
+  snapshot.storage.k8s.io_volumesnapshotclasses snapshot.storage.k8s.io_volumesnapshotcontents
+  snapshot.storage.k8s.io_volumesnapshots groupsnapshot.storage.k8s.io_volumegroupsnapshotclasses
+  groupsnapshot.storage.k8s.io_volumegroupsnapshotcontents groupsnapshot.storage.k8s.io_volumegroupsnapshots
+)
 
 complete() {
   local c name
@@ -29,7 +35,7 @@ complete() {
     [[ -x "$dir/$name" ]] || return 1
   done
   for name in "${crds[@]}"; do
-    [[ -f "$dir/crd/snapshot.storage.k8s.io_$name.yaml" ]] || return 1
+    [[ -f "$dir/crd/$name.yaml" ]] || return 1
   done
 }
 if complete; then
@@ -53,12 +59,12 @@ for c in "${components[@]}"; do
     -ldflags "-s -w -X main.version=$version" -o "$tmp/$name" "$pkg")
   mv "$tmp/$name" "$dir/$name"
 done
-if [[ ! -f "$dir/crd/snapshot.storage.k8s.io_volumesnapshots.yaml" ]]; then
+if ! complete; then
   client=$(cd "$root/hack/tools/external-snapshotter" && GOWORK=off go mod download -json \
     "github.com/kubernetes-csi/external-snapshotter/client/v8" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
   mkdir -p "$tmp/crd"
   for name in "${crds[@]}"; do
-    cp "$client/config/crd/snapshot.storage.k8s.io_$name.yaml" "$tmp/crd/"
+    cp "$client/config/crd/$name.yaml" "$tmp/crd/"
   done
   rm -rf "$dir/crd"
   mv "$tmp/crd" "$dir/crd"

@@ -109,7 +109,8 @@ type Stack struct {
 	csiEndpoint string
 }
 
-// Start installs the snapshot CRDs (v1), the CSIDriver object and the
+// Start installs the snapshot CRDs (v1; the group snapshot ones too, which
+// the snapshot-controller otherwise waits 30 s for), the CSIDriver object and the
 // classes, then starts the driver, kube-controller-manager (PV binder,
 // PV and PVC protection; not with Node), snapshot-controller,
 // csi-provisioner and csi-snapshotter, and waits until the sidecars have
@@ -188,6 +189,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	kubeconfig := "--kubeconfig=" + opts.Kubeconfig
+	// The sidecars' default client limit (5 qps) would make a test of a
+	// hundred claims measure the limit, not the stack.
+	qps := []string{"--kube-api-qps=200", "--kube-api-burst=400"}
 	if !opts.Node {
 		if err := s.start("kube-controller-manager", filepath.Join(opts.NodeBins, "kube-controller-manager"), kubeconfig,
 			"--controllers=persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
@@ -198,18 +202,18 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	if err := s.start("snapshot-controller", filepath.Join(opts.CSIBins, "snapshot-controller"), kubeconfig,
-		"--leader-election=false", "--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3"); err != nil {
+	if err := s.start("snapshot-controller", filepath.Join(opts.CSIBins, "snapshot-controller"), append(qps, kubeconfig,
+		"--leader-election=false", "--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
 		return nil, err
 	}
-	if err := s.start("csi-provisioner", filepath.Join(opts.CSIBins, "csi-provisioner"), kubeconfig,
+	if err := s.start("csi-provisioner", filepath.Join(opts.CSIBins, "csi-provisioner"), append(qps, kubeconfig,
 		"--csi-address="+sock, "--leader-election=false", "--extra-create-metadata",
-		"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3"); err != nil {
+		"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
 		return nil, err
 	}
-	if err := s.start("csi-snapshotter", filepath.Join(opts.CSIBins, "csi-snapshotter"), kubeconfig,
+	if err := s.start("csi-snapshotter", filepath.Join(opts.CSIBins, "csi-snapshotter"), append(qps, kubeconfig,
 		"--csi-address="+sock, "--leader-election=false", "--extra-create-metadata",
-		"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3"); err != nil {
+		"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
 		return nil, err
 	}
 	// Each sidecar asks the driver's name once it has connected: two
@@ -353,6 +357,7 @@ func (s *Stack) installCRDs(ctx context.Context) error {
 		return fmt.Errorf("no snapshot CRDs in %s/crd (run hack/csi-bins.sh): %v", s.opts.CSIBins, err)
 	}
 	decoder := serializer.NewCodecFactory(s.Client.Scheme()).UniversalDeserializer()
+	var names []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -365,23 +370,24 @@ func (s *Stack) installCRDs(ctx context.Context) error {
 		if err := createOrUpdate(ctx, s.Client, &crd); err != nil {
 			return err
 		}
-		name := crd.Name
-		if err := s.waitFor(ctx, "CRD "+name+" established", func() (bool, error) {
+		names = append(names, crd.Name)
+	}
+	return s.waitFor(ctx, "the snapshot CRDs established", func() (bool, error) {
+		for _, name := range names {
 			var got apiextensionsv1.CustomResourceDefinition
 			if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &got); err != nil {
 				return false, err
 			}
+			established := false
 			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
+				established = established || c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
 			}
-			return false, nil
-		}); err != nil {
-			return err
+			if !established {
+				return false, nil
+			}
 		}
-	}
-	return nil
+		return true, nil
+	})
 }
 
 // installObjects creates the CSIDriver object and the two classes.

@@ -55,9 +55,9 @@ func TestControllerSide(t *testing.T) {
 		}
 	})
 	defer func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("CSISTACK_LOGS") != "" {
 			for _, c := range []string{"csidriver", "kube-controller-manager", "snapshot-controller", "csi-provisioner", "csi-snapshotter"} {
-				t.Logf("--- %s:\n%s", c, stack.Log(c, 30))
+				t.Logf("--- %s:\n%s", c, stack.Log(c, 400))
 			}
 		}
 	}()
