@@ -11,6 +11,18 @@
 // Options.Node, on the real node (internal/localnode), the driver also
 // registers its Node service with the kubelet, so pods mount the volumes.
 //
+// What the real components require, found by this package's tests
+// (velero_flows_test.go): a snapshot asked for before its claim binds is
+// taken once it binds (the sidecars here retry every 0.5-5 s, not minutes);
+// a content pre-bound to a snapshot handle becomes ready through the
+// driver's ListSnapshots; and a content re-created with deletionPolicy
+// Delete to remove a storage snapshot (Velero's deletion) removes it only
+// if it carries the finalizer
+// snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection
+// (as Velero's stored item does) and is deleted after the sidecar has set
+// its status.snapshotHandle; otherwise the object goes and the snapshot
+// stays.
+//
 // The sidecars come from hack/csi-bins.sh and kube-controller-manager from
 // hack/node-bins.sh (the Makefile sets LIFEBOAT_CSI_BINS and
 // LIFEBOAT_NODE_BINS; unset, the scripts are asked, which costs nothing
