@@ -110,13 +110,14 @@ test-unit:
 	$(GO) test -count=1 -short ./...
 
 # A real single-node cluster (internal/localnode: control plane, containerd,
-# kubelet, kube-proxy; needs root) with the images of `make image` imported,
-# in the foreground until interrupted, which removes everything it made.
+# kubelet, kube-proxy; needs root) with the images of `make image` imported
+# and the CSI test stack (storage and snapshot class lifeboat-csi), in the
+# foreground until interrupted, which removes everything it made.
 # Writes an admin kubeconfig to .lifeboat/kubeconfig.
-cluster: tools node-tools
+cluster: tools node-tools csi-tools
 	$(MAKE) image IMAGE_PLATFORMS=local
-	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) \
-	  $(GO) run ./hack/localcluster --node --images bin/images --kubeconfig .lifeboat/kubeconfig
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) LIFEBOAT_CSI_BINS=$$(hack/csi-bins.sh) \
+	  $(GO) run ./hack/localcluster --node --csi --images bin/images --kubeconfig .lifeboat/kubeconfig
 
 # The demo (hack/demo.sh): a real node (needs root, like `make cluster`) with
 # this machine's images, Lifeboat installed in it with two example plugins, a
