@@ -49,6 +49,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -56,8 +57,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 )
 
 // The stack's names, fixed so that tests and fixtures can name them.
@@ -113,12 +112,11 @@ type Stack struct {
 	// apiextensions and snapshot.storage.k8s.io/v1 types.
 	Client client.Client
 
-	opts        Options
-	dir         string // sockets, logs, the driver binary
-	ownState    bool
-	procs       []*proc
-	driverLog   string
-	csiEndpoint string
+	opts      Options
+	dir       string // sockets, logs, the driver binary
+	ownState  bool
+	procs     []*proc
+	driverLog string
 }
 
 // Start installs the snapshot CRDs (v1; the group snapshot ones too, which
@@ -184,8 +182,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.logf("driver built (%s)", time.Since(begin).Round(time.Millisecond))
 	sock := filepath.Join(s.dir, "csi.sock")
-	s.csiEndpoint = "unix://" + sock
-	args := []string{"--endpoint", s.csiEndpoint, "--state-dir", s.StateDir, "--node-id", opts.NodeName, "--driver-name", DriverName}
+	args := []string{"--endpoint", "unix://" + sock, "--state-dir", s.StateDir, "--node-id", opts.NodeName, "--driver-name", DriverName}
 	if opts.Node {
 		args = append(args, "--kubelet-registration-dir", filepath.Join(opts.KubeletDir, "plugins_registry"))
 	}
@@ -201,9 +198,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	kubeconfig := "--kubeconfig=" + opts.Kubeconfig
-	// The sidecars' default client limit (5 qps) would make a test of a
-	// hundred claims measure the limit, not the stack.
-	qps := []string{"--kube-api-qps=200", "--kube-api-burst=400"}
+	// Common to the external-snapshotter's and external-provisioner's
+	// binaries. Their default client limit (5 qps) would make a test of a
+	// hundred claims measure the limit, not the stack; their default
+	// retries back off to minutes (a snapshot asked for before its claim
+	// binds would wait that long).
+	sidecar := func(args ...string) []string {
+		return append([]string{kubeconfig, "--leader-election=false", "--kube-api-qps=200", "--kube-api-burst=400",
+			"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3"}, args...)
+	}
 	if !opts.Node {
 		if err := s.start("kube-controller-manager", filepath.Join(opts.NodeBins, "kube-controller-manager"), kubeconfig,
 			"--controllers=persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
@@ -214,19 +217,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	if err := s.start("snapshot-controller", filepath.Join(opts.CSIBins, "snapshot-controller"), append(qps, kubeconfig,
-		"--leader-election=false", "--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
+	if err := s.start("snapshot-controller", filepath.Join(opts.CSIBins, "snapshot-controller"), sidecar()...); err != nil {
 		return nil, err
 	}
-	if err := s.start("csi-provisioner", filepath.Join(opts.CSIBins, "csi-provisioner"), append(qps, kubeconfig,
-		"--csi-address="+sock, "--leader-election=false", "--extra-create-metadata",
-		"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
-		return nil, err
-	}
-	if err := s.start("csi-snapshotter", filepath.Join(opts.CSIBins, "csi-snapshotter"), append(qps, kubeconfig,
-		"--csi-address="+sock, "--leader-election=false", "--extra-create-metadata",
-		"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
-		return nil, err
+	for _, name := range []string{"csi-provisioner", "csi-snapshotter"} {
+		if err := s.start(name, filepath.Join(opts.CSIBins, name), sidecar("--csi-address="+sock, "--extra-create-metadata")...); err != nil {
+			return nil, err
+		}
 	}
 	// Each sidecar asks the driver's name once it has connected: two
 	// asks, and both are up.
