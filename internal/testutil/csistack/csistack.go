@@ -113,7 +113,8 @@ type Stack struct {
 	Client client.Client
 
 	opts      Options
-	dir       string // sockets, logs, the driver binary
+	dir       string   // sockets, logs, the driver binary
+	lock      *os.File // held while the stack lives (leftovers.go)
 	ownState  bool
 	procs     []*proc
 	driverLog string
@@ -154,14 +155,19 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s := &Stack{opts: opts, StateDir: opts.StateDir}
 	// A short directory: unix socket paths are limited to 108 bytes.
-	if s.dir, err = os.MkdirTemp("", "lifeboat-csi-"); err != nil {
+	if s.dir, err = os.MkdirTemp("", dirPattern); err != nil {
 		return nil, err
+	}
+	if s.lock, err = lockDir(s.dir); err != nil {
+		_ = os.RemoveAll(s.dir)
+		return nil, fmt.Errorf("locking %s: %w", s.dir, err)
 	}
 	defer func() {
 		if err != nil {
 			s.Stop()
 		}
 	}()
+	s.removeDeadStacks()
 	if s.StateDir == "" {
 		s.StateDir, s.ownState = filepath.Join(s.dir, "state"), true
 	}
@@ -282,6 +288,10 @@ func (s *Stack) Stop() {
 	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
+	}
+	if s.lock != nil {
+		_ = s.lock.Close()
+		s.lock = nil
 	}
 }
 
