@@ -77,7 +77,9 @@ csi-tools:
 # real-node (this machine's platform's images imported into it) and
 # end-to-end tests, the Helm chart against `lifeboat install` (test/helm, a
 # module of its own), the copy of Velero's CRDs the main module tests against
-# (test/compat/crds: equal to the Velero module's), the image builder's tests (they build every image for
+# (test/compat/crds: equal to the Velero module's), the test CSI driver
+# against the CSI community's sanity suite (test/csisanity, a module of its
+# own), the image builder's tests (they build every image for
 # this machine's platform, and the lifeboat image for both), the race
 # detector on the packages that share state between goroutines most, then
 # each fuzz target briefly.
@@ -89,6 +91,7 @@ test: verify tools node-tools csi-tools image-deps
 	  LIFEBOAT_IMAGES=$(CURDIR)/bin/images $(GO) test -count=1 -timeout 30m ./...
 	cd test/helm && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
 	cd test/compat && GOWORK=off $(GO) test -count=1 ./crds/
+	cd test/csisanity && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
 	cd hack/tools/image && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz
