@@ -45,9 +45,10 @@ verify:
 
 # The pinned golangci-lint with .golangci.yml (vet, staticcheck, unchecked
 # errors, dead code, spelling, gofmt/goimports formatting) over our own
-# modules: the main one, the Velero-SDK plugin and the image builder. A run
-# waits for another golangci-lint on the machine instead of failing.
-LINT_MODULES := . test/compat hack/tools/image
+# modules: the main one, the Velero-SDK plugin, the CSI sanity test and the
+# image builder. A run waits for another golangci-lint on the machine
+# instead of failing.
+LINT_MODULES := . test/compat test/csisanity hack/tools/image
 lint:
 	gl=$$(hack/gotool.sh golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint); \
 	for m in $(LINT_MODULES); do (cd $$m && GOWORK=off $$gl run --allow-serial-runners ./...); done
