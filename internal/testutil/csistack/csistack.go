@@ -604,3 +604,17 @@ func (s *Stack) PIDs() []int {
 	}
 	return pids
 }
+
+// Healthy returns an error naming each process of the stack that has
+// exited, with the end of its log: a test that times out waiting for a
+// claim or a snapshot can say whether the stack was still there. (The
+// sidecars exit when they lose the driver's connection, by design.)
+func (s *Stack) Healthy() error {
+	var errs []error
+	for _, p := range s.procs {
+		if done, err := p.exited(); done {
+			errs = append(errs, fmt.Errorf("csistack: %s exited (%v); the end of its log:\n%s", p.name, err, tail(p.log, 20)))
+		}
+	}
+	return errors.Join(errs...)
+}
