@@ -372,8 +372,11 @@ func newClient(kubeconfig string) (client.Client, error) {
 // served.
 func (s *Stack) installCRDs(ctx context.Context) error {
 	files, err := filepath.Glob(filepath.Join(s.opts.CSIBins, "crd", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no snapshot CRDs in %s/crd (run hack/csi-bins.sh): %v", s.opts.CSIBins, err)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no snapshot CRDs in %s/crd: run hack/csi-bins.sh", s.opts.CSIBins)
 	}
 	decoder := serializer.NewCodecFactory(s.Client.Scheme()).UniversalDeserializer()
 	var names []string
@@ -509,8 +512,8 @@ func (s *Stack) waitFor(ctx context.Context, what string, check func() (bool, er
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		for _, p := range s.procs {
-			if done, perr := p.exited(); done {
-				return false, fmt.Errorf("%s exited (%v); the end of its log:\n%s", p.name, perr, tail(p.log, 20))
+			if done, _ := p.exited(); done {
+				return false, p.exitError()
 			}
 		}
 		ok, err := check()
@@ -556,6 +559,15 @@ func (s *Stack) start(name, bin string, args ...string) error {
 	s.procs = append(s.procs, p)
 	s.logf("started %s (pid %d)", name, cmd.Process.Pid)
 	return nil
+}
+
+// exitError says that p exited, how, and what its log ends with.
+func (p *proc) exitError() error {
+	err := p.err
+	if err == nil {
+		err = errors.New("exit status 0")
+	}
+	return fmt.Errorf("csistack: %s exited (%w); the end of its log:\n%s", p.name, err, tail(p.log, 20))
 }
 
 func (p *proc) exited() (bool, error) {
@@ -612,8 +624,8 @@ func (s *Stack) PIDs() []int {
 func (s *Stack) Healthy() error {
 	var errs []error
 	for _, p := range s.procs {
-		if done, err := p.exited(); done {
-			errs = append(errs, fmt.Errorf("csistack: %s exited (%v); the end of its log:\n%s", p.name, err, tail(p.log, 20)))
+		if done, _ := p.exited(); done {
+			errs = append(errs, p.exitError())
 		}
 	}
 	return errors.Join(errs...)
