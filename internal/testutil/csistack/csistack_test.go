@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/csistack"
@@ -201,6 +203,10 @@ func TestControllerSide(t *testing.T) {
 		t.Errorf("state dir %s still there after Stop (%v)", stack.StateDir, err)
 	}
 }
+
+// The stack's client is controller-runtime's, which complains on stderr
+// when a test binary that runs for more than 30 s never set its logger.
+func init() { ctrllog.SetLogger(logr.Discard()) }
 
 func newClaim(ns, name string, source *corev1.TypedObjectReference) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
