@@ -312,6 +312,29 @@ func (s *Stack) VolumeFiles(id string) (map[string][]byte, error) {
 	return readFiles(filepath.Join(s.StateDir, "volumes", id, "data"))
 }
 
+// WriteVolumeFiles writes files (by path relative to the volume's root)
+// into a volume, as a pod would: on the bare API server no pod runs, so
+// this is how a test gives a claim data to back up.
+func (s *Stack) WriteVolumeFiles(id string, files map[string][]byte) error {
+	root := filepath.Join(s.StateDir, "volumes", id, "data")
+	if _, err := os.Stat(root); err != nil {
+		return fmt.Errorf("csistack: volume %q: %w", id, err)
+	}
+	for name, data := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if rel, err := filepath.Rel(root, p); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("csistack: file name %q is not a path inside the volume", name)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Log returns the end of a component's log ("csidriver",
 // "kube-controller-manager", "snapshot-controller", "csi-provisioner",
 // "csi-snapshotter"), for a failing test to print.

@@ -88,14 +88,11 @@ func TestControllerSide(t *testing.T) {
 	}
 	// No pod runs here: write the volume's files where a pod would.
 	want := map[string][]byte{"hello.txt": []byte("hello from " + claim.Name), "sub/dir/b.bin": {0, 1, 2, 3}}
-	for name, data := range want {
-		p := filepath.Join(stack.StateDir, "volumes", handle, "data", name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := stack.WriteVolumeFiles(handle, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.WriteVolumeFiles(handle, map[string][]byte{"../escape": nil}); err == nil {
+		t.Fatal("WriteVolumeFiles wrote outside the volume")
 	}
 
 	// Snapshot.
@@ -131,7 +128,7 @@ func TestControllerSide(t *testing.T) {
 	}
 	checkFiles(t, "snapshot "+snapID, stack.SnapshotFiles, snapID, want)
 	// A copy, not a view: a later write to the volume leaves it as it was.
-	if err := os.WriteFile(filepath.Join(stack.StateDir, "volumes", handle, "data", "hello.txt"), []byte("changed"), 0o644); err != nil {
+	if err := stack.WriteVolumeFiles(handle, map[string][]byte{"hello.txt": []byte("changed")}); err != nil {
 		t.Fatal(err)
 	}
 	checkFiles(t, "snapshot "+snapID, stack.SnapshotFiles, snapID, want)

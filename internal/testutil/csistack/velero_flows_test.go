@@ -2,7 +2,6 @@ package csistack_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -81,11 +80,7 @@ func TestSnapshotOutlivesItsObjectsAndComesBack(t *testing.T) {
 	}
 	pv := waitBound(ctx, t, c, claim)
 	want := map[string][]byte{"db/file": []byte("rows")}
-	p := filepath.Join(stack.StateDir, "volumes", pv.Spec.CSI.VolumeHandle, "data", "db", "file")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, want["db/file"], 0o644); err != nil {
+	if err := stack.WriteVolumeFiles(pv.Spec.CSI.VolumeHandle, want); err != nil {
 		t.Fatal(err)
 	}
 	snap := &snapshotv1.VolumeSnapshot{
