@@ -217,6 +217,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err := s.start("kube-controller-manager", filepath.Join(opts.NodeBins, "kube-controller-manager"), kubeconfig,
 			"--controllers=persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
 			"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false",
+			"--kube-api-qps=200", "--kube-api-burst=400",
 			// The binder looks at claims every 15 s by default; tests
 			// should not wait that long for a retry.
 			"--pvclaimbinder-sync-period=2s", "-v=2"); err != nil {
@@ -383,6 +384,8 @@ func newClient(kubeconfig string) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
 	}
+	// client-go's default limit (5 qps) would pace a test's creates.
+	cfg.QPS, cfg.Burst = 1000, 2000
 	scheme := kruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
