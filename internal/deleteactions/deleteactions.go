@@ -85,6 +85,9 @@ type Clients struct {
 	// Namespace is the server's namespace, where the cleanup ConfigMaps live.
 	Namespace string
 	Log       *slog.Logger
+	// CSIWait bounds each wait for the snapshot controllers (zero:
+	// DefaultCSIWait).
+	CSIWait time.Duration
 
 	mu        sync.Mutex
 	lastReset time.Time
@@ -126,6 +129,13 @@ func (c *Clients) mayReset() bool {
 	c.lastReset = time.Now()
 	rm.Reset()
 	return true
+}
+
+func (c *Clients) csiWait() time.Duration {
+	if c.CSIWait <= 0 {
+		return DefaultCSIWait
+	}
+	return c.CSIWait
 }
 
 func (c *Clients) log() *slog.Logger {
