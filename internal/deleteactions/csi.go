@@ -3,6 +3,7 @@ package deleteactions
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -427,19 +428,23 @@ func hasFinalizer(obj *unstructured.Unstructured, f string) bool {
 	return false
 }
 
-// removeFinalizer drops f from obj, guarded by its resourceVersion.
+// removeFinalizer drops f from obj, guarded by its resourceVersion. A
+// merge patch, not an update: the server's role grants patch everywhere
+// and update nowhere outside its namespace.
 func removeFinalizer(res dynamic.ResourceInterface, obj *unstructured.Unstructured, f string) error {
-	var keep []string
+	keep := []string{}
 	for _, x := range obj.GetFinalizers() {
 		if x != f {
 			keep = append(keep, x)
 		}
 	}
-	obj = obj.DeepCopy()
-	obj.SetFinalizers(keep)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": obj.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
 	ctx, cancel := callCtx()
 	defer cancel()
-	_, err := res.Update(ctx, obj, metav1.UpdateOptions{})
+	_, err = res.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
