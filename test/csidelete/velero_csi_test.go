@@ -1,0 +1,317 @@
+package csidelete
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/deleteactions"
+	"github.com/lifeboat-io/lifeboat/internal/deletion"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/storage/filesystem"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/clitest"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/csistack"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/velerocsi"
+)
+
+var (
+	claimsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	volumesGVR = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
+	vsGVR      = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
+	vscGVR     = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
+	classGVR   = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotclasses"}
+)
+
+func dyn(t *testing.T) dynamic.Interface {
+	t.Helper()
+	d, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func lifeboat(t *testing.T, args ...string) string {
+	t.Helper()
+	return clitest.Must(t, env.Kubeconfig, append([]string{"-n", env.Namespace}, args...)...)
+}
+
+// poll waits for cond, failing the test with what after timeout.
+func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// snapshotClaim makes a claim on the stack's storage class and takes a
+// VolumeSnapshot of it as Velero's claim action does (generateName
+// velero-<claim>-, the backup's label, the class Velero would choose),
+// waits until it is ready, labels its content as Velero's VolumeSnapshot
+// action does, and returns the objects as they are then: what Velero
+// stores.
+func snapshotClaim(t *testing.T, ns, claim, backup string) (velerocsi.Volume, string) {
+	t.Helper()
+	d := dyn(t)
+	ctx := testenv.Ctx(t)
+	pvc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+		"metadata": map[string]any{"namespace": ns, "name": claim, "labels": map[string]any{"app": "shop"}},
+		"spec": map[string]any{
+			"storageClassName": csistack.StorageClass, "accessModes": []any{"ReadWriteOnce"},
+			"resources": map[string]any{"requests": map[string]any{"storage": "1Mi"}},
+		},
+	}}
+	if _, err := d.Resource(claimsGVR).Namespace(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, time.Minute, "claim "+claim+" to bind", func(ctx context.Context) (bool, error) {
+		got, err := d.Resource(claimsGVR).Namespace(ns).Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(got.Object, "status", "phase")
+		return phase == "Bound", nil
+	})
+	vs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+		"metadata": map[string]any{"namespace": ns, "generateName": "velero-" + claim + "-",
+			"labels": map[string]any{"app": "shop", v1.BackupNameLabel: v1.LabelValue(backup)}},
+		"spec": map[string]any{"source": map[string]any{"persistentVolumeClaimName": claim}, "volumeSnapshotClassName": csistack.SnapshotClass},
+	}}
+	created, err := d.Resource(vsGVR).Namespace(ns).Create(ctx, vs, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := created.GetName()
+	var ready *unstructured.Unstructured
+	poll(t, 2*time.Minute, "VolumeSnapshot "+name+" to be ready", func(ctx context.Context) (bool, error) {
+		got, err := d.Resource(vsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ok, _, _ := unstructured.NestedBool(got.Object, "status", "readyToUse")
+		ready = got
+		return ok, nil
+	})
+	contentName, _, _ := unstructured.NestedString(ready.Object, "status", "boundVolumeSnapshotContentName")
+	if err := velerocsi.LabelContent(ctx, d, contentName, backup); err != nil {
+		t.Fatal(err)
+	}
+	content, err := d.Resource(vscGVR).Get(ctx, contentName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
+	if handle == "" {
+		t.Fatalf("content %s has no snapshot handle: %v", contentName, content.Object["status"])
+	}
+	claimObj, err := d.Resource(claimsGVR).Namespace(ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvName, _, _ := unstructured.NestedString(claimObj.Object, "spec", "volumeName")
+	pv, err := d.Resource(volumesGVR).Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return velerocsi.Volume{Claim: claimObj, Volume: pv, Snapshot: ready, Content: content}, handle
+}
+
+type veleroBackup struct {
+	name, location string
+	handles        []string
+}
+
+// writeVeleroBackup takes a snapshot of each claim on the stack, writes
+// the backup into a new bucket as Velero v1.18.3 would, removes the
+// VolumeSnapshots and contents from the cluster as Velero does when a
+// backup ends (the storage snapshots stay), and attaches the bucket as a
+// storage location, so the sync brings the Backup in.
+func writeVeleroBackup(t *testing.T, claims []string, ttl time.Duration, started time.Time, withoutTarball bool) veleroBackup {
+	t.Helper()
+	ctx := testenv.Ctx(t)
+	ns := env.NewNamespace(t, "velero-csi")
+	vb := veleroBackup{name: env.Name("velero-csi"), location: env.Name("velero-bucket")}
+	var vols []velerocsi.Volume
+	for _, c := range claims {
+		vol, handle := snapshotClaim(t, ns, c, vb.name)
+		vols = append(vols, vol)
+		vb.handles = append(vb.handles, handle)
+	}
+	class, err := dyn(t).Resource(classGVR).Get(ctx, csistack.SnapshotClass, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(env.StoreRoot, vb.location), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := filesystem.New(map[string]string{filesystem.PathKey: env.StoreRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := storage.NewBackupStore(fs, vb.location, "velero")
+	b := &v1.Backup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: vb.name, UID: types.UID(env.Name("velero-uid")),
+			Labels: map[string]string{v1.StorageLocationLabel: vb.location}},
+		Spec: v1.BackupSpec{IncludedNamespaces: []string{ns}, StorageLocation: vb.location, TTL: metav1.Duration{Duration: ttl}},
+	}
+	if _, err := velerocsi.Write(ctx, store, velerocsi.Fixture{Backup: b, Class: class, Volumes: vols, Started: started, WithoutTarball: withoutTarball}); err != nil {
+		t.Fatal(err)
+	}
+	for _, vol := range vols {
+		if err := velerocsi.Finalize(ctx, dyn(t), vol.Snapshot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What Velero leaves: the storage snapshots, and no snapshot object.
+	snaps, err := env.CSI.Snapshots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range vb.handles {
+		if !slices.Contains(snaps, h) {
+			t.Fatalf("snapshot %s is not in the driver after Velero's cleanup (driver has %v)", h, snaps)
+		}
+	}
+	assertNoSnapshotObjects(t, ns)
+
+	env.Create(t, &v1.BackupStorageLocation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: vb.location},
+		Spec: v1.BackupStorageLocationSpec{
+			Provider:    "lifeboat.io/filesystem",
+			Config:      map[string]string{"path": env.StoreRoot},
+			StorageType: v1.StorageType{ObjectStorage: &v1.ObjectStorageLocation{Bucket: vb.location, Prefix: "velero"}},
+		},
+	})
+	return vb
+}
+
+// assertNoSnapshotObjects fails unless the cluster holds no
+// VolumeSnapshotContent at all and no VolumeSnapshot in ns.
+func assertNoSnapshotObjects(t *testing.T, ns string) {
+	t.Helper()
+	ctx := testenv.Ctx(t)
+	vscs, err := dyn(t).Resource(vscGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range vscs.Items {
+		t.Errorf("VolumeSnapshotContent %s is in the cluster (labels %v, finalizers %v, deleting %v)", c.GetName(), c.GetLabels(), c.GetFinalizers(), c.GetDeletionTimestamp() != nil)
+	}
+	vss, err := dyn(t).Resource(vsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range vss.Items {
+		t.Errorf("VolumeSnapshot %s/%s is in the cluster", s.GetNamespace(), s.GetName())
+	}
+}
+
+// assertGone checks what deleting the backup must leave: no Backup, no key
+// under its name, no snapshot in the driver, no snapshot object.
+func assertGone(t *testing.T, vb veleroBackup) {
+	t.Helper()
+	poll(t, 2*time.Minute, "backup "+vb.name+" to be deleted", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: vb.name}, &v1.Backup{})
+		return apierrors.IsNotFound(err), nil
+	})
+	snaps, err := env.CSI.Snapshots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) != 0 {
+		t.Errorf("snapshots left in the driver: %v (the backup's were %v)\n%s", snaps, vb.handles, env.CSI.Log("csi-snapshotter", 30))
+	}
+	assertNoSnapshotObjects(t, "")
+	dir := filepath.Join(env.StoreRoot, vb.location, "velero", "backups", vb.name)
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		t.Errorf("files left under %s: %v", dir, entries)
+	}
+}
+
+func syncedBackup(t *testing.T, vb veleroBackup) *v1.Backup {
+	t.Helper()
+	b := env.WaitBackup(t, vb.name, time.Minute)
+	if b.Status.Phase != v1.BackupPhaseCompleted || b.Status.CSIVolumeSnapshotsCompleted != len(vb.handles) {
+		t.Fatalf("synced backup: phase %s, CSI snapshots %d", b.Status.Phase, b.Status.CSIVolumeSnapshotsCompleted)
+	}
+	return b
+}
+
+// The issue's check: a Velero-layout CSI backup, nothing of it left in the
+// cluster, deleted by `lifeboat backup delete`, leaves no snapshot in the
+// driver.
+func TestVeleroCSIBackupDeletedByCommandLeavesNoSnapshot(t *testing.T) {
+	vb := writeVeleroBackup(t, []string{"data", "logs"}, 720*time.Hour, time.Now().Add(-time.Minute), false)
+	syncedBackup(t, vb)
+
+	plan := lifeboat(t, "backup", "delete", vb.name, "--dry-run")
+	if !strings.Contains(plan, deleteactions.CSISnapshotCleanupName+": 2 items") {
+		t.Errorf("--dry-run does not list the two contents for %s:\n%s", deleteactions.CSISnapshotCleanupName, plan)
+	}
+	out := lifeboat(t, "backup", "delete", vb.name, "--confirm", "--wait")
+	assertGone(t, vb)
+	if t.Failed() {
+		t.Logf("lifeboat backup delete:\n%s", out)
+	}
+}
+
+// The same backup left to expire: garbage collection asks for the deletion.
+func TestVeleroCSIBackupDeletedByTTLLeavesNoSnapshot(t *testing.T) {
+	// Expired an hour ago: the sync brings it in, and GC collects it at once.
+	vb := writeVeleroBackup(t, []string{"data"}, time.Hour, time.Now().Add(-2*time.Hour), false)
+	assertGone(t, vb)
+	requests := &v1.DeleteBackupRequestList{}
+	if err := env.Client.List(testenv.Ctx(t), requests, client.InNamespace(env.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(vb.name)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(requests.Items) != 1 || requests.Items[0].Status.Phase != v1.DeleteBackupRequestPhaseProcessed {
+		t.Errorf("deletion requests %+v, want the one GC made, processed", requests.Items)
+	}
+}
+
+// The tarball is lost; the volume information still names the snapshots,
+// and they are deleted from it.
+func TestVeleroCSIBackupWithoutTarballLeavesNoSnapshot(t *testing.T) {
+	vb := writeVeleroBackup(t, []string{"data"}, 720*time.Hour, time.Now().Add(-time.Minute), true)
+	syncedBackup(t, vb)
+	out := lifeboat(t, "backup", "delete", vb.name, "--confirm", "--wait")
+	assertGone(t, vb)
+	requests := &v1.DeleteBackupRequestList{}
+	if err := env.Client.List(testenv.Ctx(t), requests, client.InNamespace(env.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(vb.name)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(requests.Items) != 1 || requests.Items[0].Status.Report == nil {
+		t.Fatalf("deletion requests %+v\n%s", requests.Items, out)
+	}
+	rep := requests.Items[0].Status.Report
+	var got []string
+	for _, a := range rep.Actions {
+		got = append(got, fmt.Sprintf("%s:%d", a.Name, a.Items))
+	}
+	if !slices.Contains(got, deleteactions.CSISnapshotCleanupName+deletion.VolumeInfoSource+":1") {
+		t.Errorf("report actions %v, want the CSI cleanup with one item from the volume information", got)
+	}
+	if !slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "volume information") }) {
+		t.Errorf("report warnings %v, want the missing tarball named", rep.Warnings)
+	}
+}
