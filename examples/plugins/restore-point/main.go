@@ -3,7 +3,8 @@
 // CSI volume outside the backup. Both live in this one binary:
 //
 //   - example.io/restore-point (BackupItemAction) takes, for every claim
-//     it backs up whose volume is a CSI volume, a VolumeSnapshot of the
+//     it backs up that asks for it (annotation example.io/restore-point:
+//     "true") and whose volume is a CSI volume, a VolumeSnapshot of the
 //     claim in its namespace: a quick local restore point that lives as
 //     long as the backup, labelled velero.io/backup-name=<backup> and kept
 //     out of every backup;
@@ -71,6 +72,9 @@ const (
 	// a driver; ClassAnnotation on a claim names another class.
 	ClassLabel      = "velero.io/csi-volumesnapshot-class"
 	ClassAnnotation = "example.io/restore-point-class"
+	// OptInAnnotation, set to "true" on a claim, asks for restore points
+	// of it. Snapshots cost storage, so a claim gets them only when asked.
+	OptInAnnotation = "example.io/restore-point"
 )
 
 // selector: claims, the item both plugins work from.
@@ -139,12 +143,15 @@ type restorePoint struct {
 
 func (r *restorePoint) AppliesTo() (api.ResourceSelector, error) { return selector, nil }
 
-// Execute takes the restore point of a bound claim on a CSI volume and
-// stores the claim unchanged. Claims of other volumes are left alone. An
-// error fails the item, and so the backup partially: the backup did not
-// get what it was configured to make.
+// Execute takes the restore point of a bound claim on a CSI volume that
+// asks for one (OptInAnnotation) and stores the claim unchanged. Other
+// claims are left alone. An error fails the item, and so the backup
+// partially: the backup did not get what it was configured to make.
 func (r *restorePoint) Execute(item runtime.Unstructured, backup *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, error) {
 	claim := &unstructured.Unstructured{Object: item.UnstructuredContent()}
+	if claim.GetAnnotations()[OptInAnnotation] != "true" {
+		return item, nil, nil
+	}
 	volume, _, _ := unstructured.NestedString(claim.Object, "spec", "volumeName")
 	if volume == "" {
 		return item, nil, nil // not bound: nothing to snapshot

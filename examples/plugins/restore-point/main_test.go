@@ -40,8 +40,11 @@ func obj(apiVersion, kind, ns, name string, fields map[string]any) *unstructured
 	return u
 }
 
+// claim is a claim that asks for restore points.
 func claim(ns, name, volume string) *unstructured.Unstructured {
-	return obj("v1", "PersistentVolumeClaim", ns, name, map[string]any{"spec": map[string]any{"volumeName": volume}})
+	c := obj("v1", "PersistentVolumeClaim", ns, name, map[string]any{"spec": map[string]any{"volumeName": volume}})
+	c.SetAnnotations(map[string]string{OptInAnnotation: "true"})
+	return c
 }
 
 func csiVolume(name string) *unstructured.Unstructured {
@@ -121,11 +124,13 @@ func TestRestorePointIsASnapshotTheCleanupDeletes(t *testing.T) {
 	}
 }
 
-func TestRestorePointOnlyForBoundCSIClaims(t *testing.T) {
+func TestRestorePointOnlyForBoundCSIClaimsThatAsk(t *testing.T) {
 	nfs := obj("v1", "PersistentVolume", "", "pv-nfs", map[string]any{"spec": map[string]any{"nfs": map[string]any{"server": "x", "path": "/"}}})
-	dyn := fakeCluster(nfs, class("csi", driver, true))
+	notAsked := claim("shop", "plain", "pv-1")
+	notAsked.SetAnnotations(nil)
+	dyn := fakeCluster(nfs, csiVolume("pv-1"), class("csi", driver, true))
 	bia := plugintest.BackupItemAction(t, RestorePointName, &restorePoint{log: quiet, dyn: dyn})
-	for _, c := range []*unstructured.Unstructured{claim("shop", "nfs", "pv-nfs"), claim("shop", "pending", "")} {
+	for _, c := range []*unstructured.Unstructured{claim("shop", "nfs", "pv-nfs"), claim("shop", "pending", ""), notAsked} {
 		if _, _, err := bia.Execute(c, backup); err != nil {
 			t.Fatalf("Execute on %s: %v", c.GetName(), err)
 		}
@@ -138,7 +143,7 @@ func TestRestorePointOnlyForBoundCSIClaims(t *testing.T) {
 
 func TestRestorePointClass(t *testing.T) {
 	annotated := claim("shop", "data", "pv-1")
-	annotated.SetAnnotations(map[string]string{ClassAnnotation: "chosen"})
+	annotated.SetAnnotations(map[string]string{OptInAnnotation: "true", ClassAnnotation: "chosen"})
 	for _, tc := range []struct {
 		name    string
 		classes []runtime.Object
