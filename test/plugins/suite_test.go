@@ -42,7 +42,7 @@ var (
 
 // examples are the example plugin binaries, by directory under
 // examples/plugins (the binary gets the directory's name).
-var examples = []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter"}
+var examples = []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter", "restore-point"}
 
 // customVolumeB is the name of a second build of the custom-volume example.
 const customVolumeB = "example.io/custom-volume-b"
@@ -81,7 +81,9 @@ func run(m *testing.M) int {
 	// processes it starts inherit KUBECONFIG (the cleanup and annotate
 	// examples talk to the cluster) and the compat and cleanup plugins'
 	// call logs.
-	e, err := testenv.Start(testenv.Options{WithoutServer: true, PluginDir: pluginDir})
+	// The CSI stack is there for the restore-point example, whose plugins
+	// take and delete VolumeSnapshots.
+	e, err := testenv.Start(testenv.Options{WithoutServer: true, PluginDir: pluginDir, CSI: true})
 	if err != nil {
 		return fail(fmt.Errorf("starting the test environment: %w", err))
 	}
