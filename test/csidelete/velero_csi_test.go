@@ -265,8 +265,9 @@ func TestVeleroCSIBackupDeletedByCommandLeavesNoSnapshot(t *testing.T) {
 	syncedBackup(t, vb)
 
 	plan := lifeboat(t, "backup", "delete", vb.name, "--dry-run")
-	if !strings.Contains(plan, deleteactions.CSISnapshotCleanupName+": 2 items") {
-		t.Errorf("--dry-run does not list the two contents for %s:\n%s", deleteactions.CSISnapshotCleanupName, plan)
+	// Two VolumeSnapshots and their two contents.
+	if !strings.Contains(plan, deleteactions.CSISnapshotCleanupName+": 4 items") {
+		t.Errorf("--dry-run does not list the two snapshots and contents for %s:\n%s", deleteactions.CSISnapshotCleanupName, plan)
 	}
 	out := lifeboat(t, "backup", "delete", vb.name, "--confirm", "--wait")
 	assertGone(t, vb)
