@@ -48,6 +48,10 @@ const DefaultCSIWait = 2 * time.Minute
 // csiPoll is how often a wait looks again.
 const csiPoll = 250 * time.Millisecond
 
+// orphanGrace is how long the controllers get to finish a deleted content
+// before the action releases it.
+var orphanGrace = 3 * time.Second
+
 // deletePolicyPatch makes the CSI driver delete the storage snapshot along
 // with the content object; with Retain it would outlive the backup.
 var deletePolicyPatch = []byte(`{"spec":{"deletionPolicy":"Delete"}}`)
@@ -182,36 +186,52 @@ func (a *CSISnapshotCleanup) deleteContent(m *meta.RESTMapping, stored *unstruct
 }
 
 // releaseOrphan lets a deleted content bound to a VolumeSnapshot that no
-// longer exists go. Neither snapshot controller removes the finalizer of
-// such a content (the sidecar deletes only unbound contents or those whose
-// snapshot is being deleted), so it would stay in the cluster for good.
-// Its storage snapshot is gone already: deleteStorageSnapshot ran first.
+// longer exists go. The controllers finish such a content only when they
+// saw its VolumeSnapshot being deleted (the sidecar deletes unbound
+// contents and those marked as their snapshot's being deleted); one whose
+// snapshot went otherwise would stay in the cluster for good. So after a
+// moment for the controllers, the action drops the finalizer itself: the
+// storage snapshot is gone already (deleteStorageSnapshot ran first).
 func (a *CSISnapshotCleanup) releaseOrphan(res dynamic.ResourceInterface, m *meta.RESTMapping, name string) error {
-	vsc, err := get(res, name)
-	if err != nil || vsc == nil || vsc.GetDeletionTimestamp() == nil || !hasFinalizer(vsc, ContentFinalizer) {
+	deadline := time.Now().Add(orphanGrace)
+	for attempt := 0; ; attempt++ {
+		vsc, err := get(res, name)
+		if err != nil || vsc == nil || vsc.GetDeletionTimestamp() == nil || !hasFinalizer(vsc, ContentFinalizer) {
+			return err
+		}
+		if time.Now().Before(deadline) {
+			time.Sleep(csiPoll)
+			continue
+		}
+		uid, _, _ := unstructured.NestedString(vsc.Object, "spec", "volumeSnapshotRef", "uid")
+		if uid == "" {
+			// Unbound: the sidecar deletes it.
+			return nil
+		}
+		ns, _, _ := unstructured.NestedString(vsc.Object, "spec", "volumeSnapshotRef", "namespace")
+		vsName, _, _ := unstructured.NestedString(vsc.Object, "spec", "volumeSnapshotRef", "name")
+		sm, err := a.c.resolve(volumeSnapshots)
+		if err != nil {
+			return fmt.Errorf("finding the served version of %s: %w", volumeSnapshots, err)
+		}
+		vs, err := get(a.c.resource(sm, ns), vsName)
+		if err != nil {
+			return wrap(describe(volumeSnapshots, ns, vsName), "reading", err)
+		}
+		if vs != nil && string(vs.GetUID()) == uid {
+			// Its snapshot still exists: deleting that (the backup's
+			// VolumeSnapshot item) lets the controllers finish.
+			return nil
+		}
+		err = removeFinalizer(res, vsc, ContentFinalizer)
+		if apierrors.IsConflict(err) && attempt < 10 {
+			continue // a controller changed it meanwhile; look again
+		}
+		if err == nil {
+			a.c.log().Info("released a VolumeSnapshotContent whose VolumeSnapshot is gone", "content", name, "volumeSnapshot", ns+"/"+vsName)
+		}
 		return err
 	}
-	uid, _, _ := unstructured.NestedString(vsc.Object, "spec", "volumeSnapshotRef", "uid")
-	if uid == "" {
-		// Unbound: the sidecar deletes it.
-		return nil
-	}
-	ns, _, _ := unstructured.NestedString(vsc.Object, "spec", "volumeSnapshotRef", "namespace")
-	vsName, _, _ := unstructured.NestedString(vsc.Object, "spec", "volumeSnapshotRef", "name")
-	sm, err := a.c.resolve(volumeSnapshots)
-	if err != nil {
-		return fmt.Errorf("finding the served version of %s: %w", volumeSnapshots, err)
-	}
-	vs, err := get(a.c.resource(sm, ns), vsName)
-	if err != nil {
-		return wrap(describe(volumeSnapshots, ns, vsName), "reading", err)
-	}
-	if vs != nil && string(vs.GetUID()) == uid {
-		// Its snapshot still exists: deleting that (the backup's
-		// VolumeSnapshot item) lets the controllers finish.
-		return nil
-	}
-	return removeFinalizer(res, vsc, ContentFinalizer)
 }
 
 // deleteStorageSnapshot has the CSI driver delete the storage snapshot the
