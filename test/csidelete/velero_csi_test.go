@@ -239,7 +239,7 @@ func assertGone(t *testing.T, vb veleroBackup) {
 		t.Fatal(err)
 	}
 	if len(snaps) != 0 {
-		t.Errorf("snapshots left in the driver: %v (the backup's were %v)\n%s", snaps, vb.handles, env.CSI.Log("csi-snapshotter", 30))
+		t.Errorf("snapshots left in the driver: %v (the backup's were %v)\ncsi-snapshotter's log:\n%s", snaps, vb.handles, env.CSI.Log("csi-snapshotter", 30))
 	}
 	assertNoSnapshotObjects(t, "")
 	dir := filepath.Join(env.StoreRoot, vb.location, "velero", "backups", vb.name)
@@ -280,14 +280,19 @@ func TestVeleroCSIBackupDeletedByCommandLeavesNoSnapshot(t *testing.T) {
 func TestVeleroCSIBackupDeletedByTTLLeavesNoSnapshot(t *testing.T) {
 	// Expired an hour ago: the sync brings it in, and GC collects it at once.
 	vb := writeVeleroBackup(t, []string{"data"}, time.Hour, time.Now().Add(-2*time.Hour), false)
+	// The Backup may come and go between two looks: wait for the request
+	// garbage collection makes, until it is done.
+	var requests v1.DeleteBackupRequestList
+	poll(t, 2*time.Minute, "the deletion of expired backup "+vb.name, func(ctx context.Context) (bool, error) {
+		if err := env.Client.List(ctx, &requests, client.InNamespace(env.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(vb.name)}); err != nil {
+			return false, err
+		}
+		return len(requests.Items) > 0 && requests.Items[0].Status.Phase == v1.DeleteBackupRequestPhaseProcessed, nil
+	})
+	if len(requests.Items) != 1 || len(requests.Items[0].Status.Errors) != 0 {
+		t.Errorf("deletion requests %+v, want the one garbage collection made, without errors", requests.Items)
+	}
 	assertGone(t, vb)
-	requests := &v1.DeleteBackupRequestList{}
-	if err := env.Client.List(testenv.Ctx(t), requests, client.InNamespace(env.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(vb.name)}); err != nil {
-		t.Fatal(err)
-	}
-	if len(requests.Items) != 1 || requests.Items[0].Status.Phase != v1.DeleteBackupRequestPhaseProcessed {
-		t.Errorf("deletion requests %+v, want the one GC made, processed", requests.Items)
-	}
 }
 
 // The tarball is lost; the volume information still names the snapshots,
