@@ -49,7 +49,7 @@ func csiClaim(t *testing.T, d dynamic.Interface, ns, name string) {
 	t.Helper()
 	pvc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-		"metadata": map[string]any{"namespace": ns, "name": name, "annotations": map[string]any{restorePointOptIn: "true"}},
+		"metadata": map[string]any{"namespace": ns, "name": name, "labels": map[string]any{restorePointOptIn: "true"}},
 		"spec": map[string]any{
 			"storageClassName": csistack.StorageClass, "accessModes": []any{"ReadWriteOnce"},
 			"resources": map[string]any{"requests": map[string]any{"storage": "1Mi"}},

@@ -3,7 +3,7 @@
 // CSI volume outside the backup. Both live in this one binary:
 //
 //   - example.io/restore-point (BackupItemAction) takes, for every claim
-//     it backs up that asks for it (annotation example.io/restore-point:
+//     it backs up that asks for it (label example.io/restore-point:
 //     "true") and whose volume is a CSI volume, a VolumeSnapshot of the
 //     claim in its namespace: a quick local restore point that lives as
 //     long as the backup, labelled velero.io/backup-name=<backup> and kept
@@ -72,13 +72,16 @@ const (
 	// a driver; ClassAnnotation on a claim names another class.
 	ClassLabel      = "velero.io/csi-volumesnapshot-class"
 	ClassAnnotation = "example.io/restore-point-class"
-	// OptInAnnotation, set to "true" on a claim, asks for restore points
-	// of it. Snapshots cost storage, so a claim gets them only when asked.
-	OptInAnnotation = "example.io/restore-point"
+	// OptInLabel, set to "true" on a claim, asks for restore points of
+	// it. Snapshots cost storage, so a claim gets them only when asked.
+	OptInLabel = "example.io/restore-point"
 )
 
-// selector: claims, the item both plugins work from.
-var selector = api.ResourceSelector{IncludedResources: []string{"persistentvolumeclaims"}}
+// selector: the claims that ask for restore points, the item both plugins
+// work from. A label, not an annotation, so that the server passes the
+// plugins no other claim at all: an action that runs on a claim counts as
+// having handled its volume when the volume policy says custom.
+var selector = api.ResourceSelector{IncludedResources: []string{"persistentvolumeclaims"}, LabelSelector: OptInLabel + "=true"}
 
 // callTimeout bounds each API call: the plugin interface gives no context.
 const callTimeout = 30 * time.Second
@@ -144,12 +147,12 @@ type restorePoint struct {
 func (r *restorePoint) AppliesTo() (api.ResourceSelector, error) { return selector, nil }
 
 // Execute takes the restore point of a bound claim on a CSI volume that
-// asks for one (OptInAnnotation) and stores the claim unchanged. Other
-// claims are left alone. An error fails the item, and so the backup
+// asks for one (OptInLabel; the server passes only those, and the check
+// repeats it) and stores the claim unchanged. Other claims are left alone. An error fails the item, and so the backup
 // partially: the backup did not get what it was configured to make.
 func (r *restorePoint) Execute(item runtime.Unstructured, backup *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, error) {
 	claim := &unstructured.Unstructured{Object: item.UnstructuredContent()}
-	if claim.GetAnnotations()[OptInAnnotation] != "true" {
+	if claim.GetLabels()[OptInLabel] != "true" {
 		return item, nil, nil
 	}
 	volume, _, _ := unstructured.NestedString(claim.Object, "spec", "volumeName")

@@ -43,7 +43,7 @@ func obj(apiVersion, kind, ns, name string, fields map[string]any) *unstructured
 // claim is a claim that asks for restore points.
 func claim(ns, name, volume string) *unstructured.Unstructured {
 	c := obj("v1", "PersistentVolumeClaim", ns, name, map[string]any{"spec": map[string]any{"volumeName": volume}})
-	c.SetAnnotations(map[string]string{OptInAnnotation: "true"})
+	c.SetLabels(map[string]string{OptInLabel: "true"})
 	return c
 }
 
@@ -127,7 +127,7 @@ func TestRestorePointIsASnapshotTheCleanupDeletes(t *testing.T) {
 func TestRestorePointOnlyForBoundCSIClaimsThatAsk(t *testing.T) {
 	nfs := obj("v1", "PersistentVolume", "", "pv-nfs", map[string]any{"spec": map[string]any{"nfs": map[string]any{"server": "x", "path": "/"}}})
 	notAsked := claim("shop", "plain", "pv-1")
-	notAsked.SetAnnotations(nil)
+	notAsked.SetLabels(nil)
 	dyn := fakeCluster(nfs, csiVolume("pv-1"), class("csi", driver, true))
 	bia := plugintest.BackupItemAction(t, RestorePointName, &restorePoint{log: quiet, dyn: dyn})
 	for _, c := range []*unstructured.Unstructured{claim("shop", "nfs", "pv-nfs"), claim("shop", "pending", ""), notAsked} {
@@ -143,7 +143,7 @@ func TestRestorePointOnlyForBoundCSIClaimsThatAsk(t *testing.T) {
 
 func TestRestorePointClass(t *testing.T) {
 	annotated := claim("shop", "data", "pv-1")
-	annotated.SetAnnotations(map[string]string{OptInAnnotation: "true", ClassAnnotation: "chosen"})
+	annotated.SetAnnotations(map[string]string{ClassAnnotation: "chosen"})
 	for _, tc := range []struct {
 		name    string
 		classes []runtime.Object
@@ -209,6 +209,18 @@ func TestCleanupReportsASnapshotThatDoesNotGo(t *testing.T) {
 	var pe *framework.PluginError
 	if !errors.As(err, &pe) || !strings.Contains(pe.Message(), "still there") || !strings.Contains(pe.Message(), SnapshotName("nightly", "shop", "data")) {
 		t.Errorf("Execute: %v, want the plugin's error naming the snapshot still there", err)
+	}
+}
+
+// The server passes the plugins only the claims that ask.
+func TestAppliesToLabelledClaims(t *testing.T) {
+	for _, a := range []interface {
+		AppliesTo() (api.ResourceSelector, error)
+	}{&restorePoint{}, &cleanup{}} {
+		sel, err := a.AppliesTo()
+		if err != nil || !slices.Equal(sel.IncludedResources, []string{"persistentvolumeclaims"}) || sel.LabelSelector != "example.io/restore-point=true" {
+			t.Errorf("%T.AppliesTo() = %+v, %v", a, sel, err)
+		}
 	}
 }
 
