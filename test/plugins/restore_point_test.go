@@ -73,7 +73,16 @@ func csiClaim(t *testing.T, d dynamic.Interface, ns, name string) {
 // snapshot in the driver), and its DeleteItemAction removes it when the
 // backup is deleted, by command and by TTL. Nothing may be left: no
 // VolumeSnapshot, no content, no snapshot in the driver.
+//
+// The CSI stack runs for this test only: its kube-controller-manager
+// (volume binder, PV and claim protection) would change what the other
+// tests here expect of the static volumes they make.
 func TestRestorePointGoesWithTheBackup(t *testing.T) {
+	stack, err := csistack.Start(context.Background(), csistack.Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("starting the CSI stack: %v", err)
+	}
+	t.Cleanup(stack.Stop)
 	for _, how := range []string{"command", "ttl"} {
 		t.Run(how, func(t *testing.T) {
 			d, err := dynamic.NewForConfig(env.Config)
@@ -113,7 +122,7 @@ func TestRestorePointGoesWithTheBackup(t *testing.T) {
 				t.Fatal(err)
 			}
 			handle, _, _ := unstructured.NestedString(content.Object, "status", "snapshotHandle")
-			snaps, err := env.CSI.Snapshots()
+			snaps, err := stack.Snapshots()
 			if err != nil || !slices.Contains(snaps, handle) {
 				t.Fatalf("the driver has snapshots %v (%v), want the restore point's %s", snaps, err, handle)
 			}
@@ -140,7 +149,7 @@ func TestRestorePointGoesWithTheBackup(t *testing.T) {
 			if _, err := d.Resource(contentGVR).Get(testenv.Ctx(t), contentName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("its VolumeSnapshotContent %s is still there (%v)", contentName, err)
 			}
-			snaps, err = env.CSI.Snapshots()
+			snaps, err = stack.Snapshots()
 			if err != nil || slices.Contains(snaps, handle) {
 				t.Errorf("the driver still has the restore point's snapshot %s (snapshots %v, %v)", handle, snaps, err)
 			}

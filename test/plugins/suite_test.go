@@ -81,9 +81,7 @@ func run(m *testing.M) int {
 	// processes it starts inherit KUBECONFIG (the cleanup and annotate
 	// examples talk to the cluster) and the compat and cleanup plugins'
 	// call logs.
-	// The CSI stack is there for the restore-point example, whose plugins
-	// take and delete VolumeSnapshots.
-	e, err := testenv.Start(testenv.Options{WithoutServer: true, PluginDir: pluginDir, CSI: true})
+	e, err := testenv.Start(testenv.Options{WithoutServer: true, PluginDir: pluginDir})
 	if err != nil {
 		return fail(fmt.Errorf("starting the test environment: %w", err))
 	}
