@@ -161,8 +161,10 @@ func (a *CSISnapshotCleanup) deleteContent(m *meta.RESTMapping, stored *unstruct
 		return nil
 	}
 	res := a.c.resource(m, "")
+	// The error is reported with the item (the stored content) named
+	// already.
 	if err := a.deleteStorageSnapshot(res, stored, b); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return err
 	}
 	vsc, err := get(res, name)
 	if err != nil || vsc == nil {
@@ -281,7 +283,8 @@ func (a *CSISnapshotCleanup) deleteStorageSnapshot(res dynamic.ResourceInterface
 		// content goes (without a DeleteSnapshot call, as the sidecar has
 		// not recorded the handle) and the next attempt makes it again.
 		a.abandon(res, name)
-		return fmt.Errorf("waiting for the %s snapshotter to find snapshot %s (VolumeSnapshotContent %s): %w%s", driver, handle, name, err, statusError(found))
+		return fmt.Errorf("snapshot %s: the csi-snapshotter of driver %s did not take up VolumeSnapshotContent %s, made to delete it (is the driver's csi-snapshotter running?): %w%s",
+			handle, driver, name, err, statusError(found))
 	}
 	if found != nil && found.GetDeletionTimestamp() == nil {
 		if snapshotNotFound(found) {
@@ -296,7 +299,8 @@ func (a *CSISnapshotCleanup) deleteStorageSnapshot(res dynamic.ResourceInterface
 	}
 	left, err := a.waitContent(res, name, func(vsc *unstructured.Unstructured) (bool, error) { return vsc == nil, nil })
 	if err != nil {
-		return fmt.Errorf("the %s snapshotter has not deleted snapshot %s: VolumeSnapshotContent %s is still there (see its events): %w%s", driver, handle, name, err, statusError(left))
+		return fmt.Errorf("snapshot %s: the csi-snapshotter of driver %s has not deleted it: VolumeSnapshotContent %s, made to delete it, is still there (see its events): %w%s",
+			handle, driver, name, err, statusError(left))
 	}
 	log.Info("storage snapshot of the backup deleted")
 	return nil

@@ -290,7 +290,7 @@ func TestCSISnapshotCleanupWithoutASnapshotter(t *testing.T) {
 	f := startFakeSnapshotter(t, handle)
 	f.set(func(f *fakeSnapshotter) { f.stopped = true })
 	err := execute(NewCSISnapshotCleanup(csiClients(t, time.Second)), itemOf(storedContent(uniqueName("snapcontent"), handle, b)), b)
-	if err == nil || !strings.Contains(err.Error(), "waiting for the hostpath.csi.k8s.io snapshotter") {
+	if err == nil || !strings.Contains(err.Error(), "the csi-snapshotter of driver hostpath.csi.k8s.io did not take up") || !strings.Contains(err.Error(), handle) {
 		t.Fatalf("Execute without a snapshotter: %v", err)
 	}
 	if left := tempContents(t); len(left) != 0 {

@@ -148,6 +148,14 @@ type veleroBackup struct {
 // storage location, so the sync brings the Backup in.
 func writeVeleroBackup(t *testing.T, claims []string, ttl time.Duration, started time.Time, withoutTarball bool) veleroBackup {
 	t.Helper()
+	return writeVeleroBackupWith(t, claims, ttl, started, withoutTarball, nil)
+}
+
+// writeVeleroBackupWith is writeVeleroBackup with more volumes, stored but
+// never in the cluster or the driver (extra gets the real ones).
+func writeVeleroBackupWith(t *testing.T, claims []string, ttl time.Duration, started time.Time, withoutTarball bool,
+	extra func([]velerocsi.Volume) []velerocsi.Volume) veleroBackup {
+	t.Helper()
 	ctx := testenv.Ctx(t)
 	ns := env.NewNamespace(t, "velero-csi")
 	vb := veleroBackup{name: env.Name("velero-csi"), location: env.Name("velero-bucket")}
@@ -174,7 +182,11 @@ func writeVeleroBackup(t *testing.T, claims []string, ttl time.Duration, started
 			Labels: map[string]string{v1.StorageLocationLabel: vb.location}},
 		Spec: v1.BackupSpec{IncludedNamespaces: []string{ns}, StorageLocation: vb.location, TTL: metav1.Duration{Duration: ttl}},
 	}
-	if _, err := velerocsi.Write(ctx, store, velerocsi.Fixture{Backup: b, Class: class, Volumes: vols, Started: started, WithoutTarball: withoutTarball}); err != nil {
+	stored := vols
+	if extra != nil {
+		stored = append(slices.Clone(vols), extra(vols)...)
+	}
+	if _, err := velerocsi.Write(ctx, store, velerocsi.Fixture{Backup: b, Class: class, Volumes: stored, Started: started, WithoutTarball: withoutTarball}); err != nil {
 		t.Fatal(err)
 	}
 	for _, vol := range vols {
@@ -319,5 +331,84 @@ func TestVeleroCSIBackupWithoutTarballLeavesNoSnapshot(t *testing.T) {
 	}
 	if !slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "volume information") }) {
 		t.Errorf("report warnings %v, want the missing tarball named", rep.Warnings)
+	}
+}
+
+// unservedDriver has no csi-snapshotter: nothing deletes its snapshots.
+const unservedDriver = "unserved.csi.lifeboat.io"
+
+// ghostVolume is a copy of vol whose snapshot belongs to unservedDriver.
+func ghostVolume(vol velerocsi.Volume) velerocsi.Volume {
+	g := velerocsi.Volume{Claim: vol.Claim.DeepCopy(), Volume: vol.Volume.DeepCopy(), Snapshot: vol.Snapshot.DeepCopy(), Content: vol.Content.DeepCopy()}
+	g.Claim.SetName("ghost")
+	g.Volume.SetName("pv-ghost-" + vol.Volume.GetName())
+	_ = unstructured.SetNestedField(g.Claim.Object, g.Volume.GetName(), "spec", "volumeName")
+	g.Snapshot.SetName("velero-ghost-x1y2z")
+	_ = unstructured.SetNestedField(g.Snapshot.Object, "ghost", "spec", "source", "persistentVolumeClaimName")
+	g.Content.SetName("snapcontent-ghost-" + vol.Content.GetName())
+	_ = unstructured.SetNestedField(g.Snapshot.Object, g.Content.GetName(), "status", "boundVolumeSnapshotContentName")
+	_ = unstructured.SetNestedField(g.Content.Object, unservedDriver, "spec", "driver")
+	_ = unstructured.SetNestedField(g.Content.Object, "snap-of-an-unserved-driver", "status", "snapshotHandle")
+	_ = unstructured.SetNestedField(g.Content.Object, g.Snapshot.GetName(), "spec", "volumeSnapshotRef", "name")
+	return g
+}
+
+// A snapshot that cannot be deleted (its driver's snapshotter does not
+// run) fails the deletion like any DeleteItemAction error: the backup and
+// its files stay, the error names the action, the content and the driver,
+// the other snapshot is deleted all the same, and nothing is left in the
+// cluster. The operator's consent (--skip-failed-actions) then lets the
+// backup go, the skipped content recorded.
+func TestVeleroCSISnapshotThatCannotBeDeletedKeepsTheBackup(t *testing.T) {
+	vb := writeVeleroBackupWith(t, []string{"data"}, 720*time.Hour, time.Now().Add(-time.Minute), false,
+		func(vols []velerocsi.Volume) []velerocsi.Volume { return []velerocsi.Volume{ghostVolume(vols[0])} })
+	env.WaitBackup(t, vb.name, time.Minute)
+	lifeboat(t, "backup", "delete", vb.name, "--confirm")
+
+	var req v1.DeleteBackupRequest
+	poll(t, 2*time.Minute, "the first deletion attempt to fail", func(ctx context.Context) (bool, error) {
+		var list v1.DeleteBackupRequestList
+		if err := env.Client.List(ctx, &list, client.InNamespace(env.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(vb.name)}); err != nil || len(list.Items) == 0 {
+			return false, err
+		}
+		req = list.Items[0]
+		return req.Status.Attempts >= 1 && len(req.Status.Errors) > 0, nil
+	})
+	msg := strings.Join(req.Status.Errors, "\n")
+	t.Logf("the first attempt's errors:\n%s", msg)
+	for _, want := range []string{deleteactions.CSISnapshotCleanupName, "snapcontent-ghost-", unservedDriver, "snap-of-an-unserved-driver", "is the driver's csi-snapshotter running?"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the deletion's errors do not name %q:\n%s", want, msg)
+		}
+	}
+	var b v1.Backup
+	if err := env.Client.Get(testenv.Ctx(t), client.ObjectKey{Namespace: env.Namespace, Name: vb.name}, &b); err != nil {
+		t.Fatalf("the backup is gone after a failed deletion: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(env.StoreRoot, vb.location, "velero", "backups", vb.name, "velero-backup.json")); err != nil {
+		t.Errorf("the backup's files are gone after a failed deletion: %v", err)
+	}
+	if snaps, err := env.CSI.Snapshots(); err != nil || len(snaps) != 0 {
+		t.Errorf("the deletable snapshot was not deleted alongside the failure: driver has %v (%v)", snaps, err)
+	}
+	assertNoSnapshotObjects(t, "")
+
+	lifeboat(t, "backup", "delete", vb.name, "--confirm", "--skip-failed-actions", "--wait")
+	assertGone(t, vb)
+	var list v1.DeleteBackupRequestList
+	if err := env.Client.List(testenv.Ctx(t), &list, client.InNamespace(env.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(vb.name)}); err != nil {
+		t.Fatal(err)
+	}
+	skipped := false
+	for _, r := range list.Items {
+		if r.Status.Report == nil {
+			continue
+		}
+		for _, it := range r.Status.Report.SkippedItems {
+			skipped = skipped || (it.Plugin == deleteactions.CSISnapshotCleanupName && strings.HasPrefix(it.Name, "snapcontent-ghost-"))
+		}
+	}
+	if !skipped {
+		t.Errorf("no request reports the ghost content skipped: %+v", list.Items)
 	}
 }
