@@ -221,7 +221,11 @@ func (r *run) itemActions(ctx context.Context) error {
 		// sent after progs is replaced.
 		fromVolumeInfo = true
 		progs = r.progressOf(actions, VolumeInfoSource)
-		scanErr = volumeInfoItems(ctx, r.in.Store, r.in.Backup, onItem)
+		var rebuilt int
+		scanErr = volumeInfoItems(ctx, r.in.Store, r.in.Backup, func(it *tarItem) error { rebuilt++; return onItem(it) })
+		if scanErr == nil && rebuilt == 0 {
+			scanErr = errNoVolumeInfo // nothing in it to pass
+		}
 	}
 	close(tasks)
 	wg.Wait()

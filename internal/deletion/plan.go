@@ -92,7 +92,11 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 		}
 		err := scan(ctx, stored, b.Name, e.Limits, onItem)
 		if errors.Is(err, errNoTarball) {
-			err = volumeInfoItems(ctx, stored, b, onItem)
+			var rebuilt int
+			err = volumeInfoItems(ctx, stored, b, func(it *tarItem) error { rebuilt++; return onItem(it) })
+			if err == nil && rebuilt == 0 {
+				err = errNoVolumeInfo
+			}
 			if err == nil {
 				p.Warnings = append(p.Warnings, fmt.Sprintf("the tarball of backup %s is not in the store; DeleteItemActions would get only the CSI snapshots its volume information names", b.Name))
 			}

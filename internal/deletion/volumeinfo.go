@@ -97,5 +97,6 @@ func volumeInfoItems(ctx context.Context, store *storage.BackupStore, b *v1.Back
 	return nil
 }
 
-// errNoVolumeInfo says the backup has no volume information in the store.
+// errNoVolumeInfo says the backup has no volume information in the store
+// (or none naming a CSI snapshot, to the callers of volumeInfoItems).
 var errNoVolumeInfo = errors.New("the backup's volume information is not in the store")

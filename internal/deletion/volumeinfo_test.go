@@ -152,3 +152,21 @@ func TestMissingTarballPassesTheVolumeInfosCSISnapshots(t *testing.T) {
 }
 
 func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+
+// Volume information without CSI snapshots: the tarball's warning as before.
+func TestMissingTarballWithoutCSISnapshots(t *testing.T) {
+	w := newWorld(t)
+	w.putBackupFiles(nil)
+	if err := w.store.PutVolumeInfo(t.Context(), w.backup.Name, []map[string]any{{"pvName": "pv-1", "backupMethod": "NativeSnapshot"}}); err != nil {
+		t.Fatal(err)
+	}
+	contents := &itemsAction{sel: api.ResourceSelector{IncludedResources: []string{contentsGR}}}
+	w.plugins.addImpl("example.io/contents", contents)
+	res := w.engine().Run(t.Context(), Input{Backup: w.backup, Store: w.store})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if len(res.Report.Warnings) != 1 || !strings.Contains(res.Report.Warnings[0], "DeleteItemActions were not called") || len(contents.names()) != 0 {
+		t.Errorf("warnings %v, items %v", res.Report.Warnings, contents.names())
+	}
+}
