@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -174,8 +175,21 @@ func TestControllerSide(t *testing.T) {
 		return len(pvs.Items) == 0 && len(vols) == 0, err
 	})
 
-	// Stop: no process, no socket dir, no state.
+	if err := stack.Healthy(); err != nil {
+		t.Fatal(err)
+	}
+	// A sidecar that dies is named by Healthy (the last started is the
+	// csi-snapshotter).
 	pids := stack.PIDs()
+	if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "Healthy to name the killed csi-snapshotter", func() (bool, error) {
+		err := stack.Healthy()
+		return err != nil && strings.Contains(err.Error(), "csi-snapshotter exited"), nil
+	})
+
+	// Stop: no process, no socket dir, no state.
 	stack.Stop()
 	stopped = true
 	for _, pid := range pids {
