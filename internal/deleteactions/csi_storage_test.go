@@ -20,7 +20,7 @@ import (
 // (else the sidecar's "can not find snapshot" error), and once the content
 // is being deleted calls DeleteSnapshot if the status has the handle, then
 // drops the finalizer. The real components run in the e2e tests
-// (test/e2e csi_delete_test.go); this one lets the action's edge cases be
+// (test/csidelete); this one lets the action's edge cases be
 // forced.
 type fakeSnapshotter struct {
 	mu        sync.Mutex

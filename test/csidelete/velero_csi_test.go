@@ -141,26 +141,52 @@ type veleroBackup struct {
 	handles        []string
 }
 
+// leftInCluster is what of a backup's snapshot objects is still in the
+// cluster when it is deleted.
+type leftInCluster int
+
+const (
+	// nothingLeft: Velero removed both at the end of the backup (content
+	// set to Retain first): the usual case.
+	nothingLeft leftInCluster = iota
+	// bothLeft: the end of the backup never ran (the server died).
+	bothLeft
+	// contentLeft: the VolumeSnapshot went without its content (deleted by
+	// hand, with the content at Retain): a content bound to a snapshot
+	// that no longer exists.
+	contentLeft
+)
+
+type fixture struct {
+	claims         []string
+	ttl            time.Duration
+	started        time.Time
+	withoutTarball bool
+	left           leftInCluster
+	// extra adds volumes to the stored backup, never in the cluster or the
+	// driver (it gets the real ones).
+	extra func([]velerocsi.Volume) []velerocsi.Volume
+}
+
 // writeVeleroBackup takes a snapshot of each claim on the stack, writes
 // the backup into a new bucket as Velero v1.18.3 would, removes the
 // VolumeSnapshots and contents from the cluster as Velero does when a
-// backup ends (the storage snapshots stay), and attaches the bucket as a
-// storage location, so the sync brings the Backup in.
-func writeVeleroBackup(t *testing.T, claims []string, ttl time.Duration, started time.Time, withoutTarball bool) veleroBackup {
-	t.Helper()
-	return writeVeleroBackupWith(t, claims, ttl, started, withoutTarball, nil)
-}
-
-// writeVeleroBackupWith is writeVeleroBackup with more volumes, stored but
-// never in the cluster or the driver (extra gets the real ones).
-func writeVeleroBackupWith(t *testing.T, claims []string, ttl time.Duration, started time.Time, withoutTarball bool,
-	extra func([]velerocsi.Volume) []velerocsi.Volume) veleroBackup {
+// backup ends (the storage snapshots stay; f.left says otherwise), and
+// attaches the bucket as a storage location, so the sync brings the Backup
+// in.
+func writeVeleroBackup(t *testing.T, f fixture) veleroBackup {
 	t.Helper()
 	ctx := testenv.Ctx(t)
+	if f.ttl == 0 {
+		f.ttl = 720 * time.Hour
+	}
+	if f.started.IsZero() {
+		f.started = time.Now().Add(-time.Minute)
+	}
 	ns := env.NewNamespace(t, "velero-csi")
 	vb := veleroBackup{name: env.Name("velero-csi"), location: env.Name("velero-bucket")}
 	var vols []velerocsi.Volume
-	for _, c := range claims {
+	for _, c := range f.claims {
 		vol, handle := snapshotClaim(t, ns, c, vb.name)
 		vols = append(vols, vol)
 		vb.handles = append(vb.handles, handle)
@@ -180,31 +206,39 @@ func writeVeleroBackupWith(t *testing.T, claims []string, ttl time.Duration, sta
 	b := &v1.Backup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: vb.name, UID: types.UID(env.Name("velero-uid")),
 			Labels: map[string]string{v1.StorageLocationLabel: vb.location}},
-		Spec: v1.BackupSpec{IncludedNamespaces: []string{ns}, StorageLocation: vb.location, TTL: metav1.Duration{Duration: ttl}},
+		Spec: v1.BackupSpec{IncludedNamespaces: []string{ns}, StorageLocation: vb.location, TTL: metav1.Duration{Duration: f.ttl}},
 	}
 	stored := vols
-	if extra != nil {
-		stored = append(slices.Clone(vols), extra(vols)...)
+	if f.extra != nil {
+		stored = append(slices.Clone(vols), f.extra(vols)...)
 	}
-	if _, err := velerocsi.Write(ctx, store, velerocsi.Fixture{Backup: b, Class: class, Volumes: stored, Started: started, WithoutTarball: withoutTarball}); err != nil {
+	if _, err := velerocsi.Write(ctx, store, velerocsi.Fixture{Backup: b, Class: class, Volumes: stored, Started: f.started, WithoutTarball: f.withoutTarball}); err != nil {
 		t.Fatal(err)
 	}
 	for _, vol := range vols {
-		if err := velerocsi.Finalize(ctx, dyn(t), vol.Snapshot); err != nil {
+		switch f.left {
+		case nothingLeft:
+			err = velerocsi.Finalize(ctx, dyn(t), vol.Snapshot)
+		case contentLeft:
+			err = deleteSnapshotKeepContent(ctx, vol)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	// What Velero leaves: the storage snapshots, and no snapshot object.
 	snaps, err := env.CSI.Snapshots()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range vb.handles {
 		if !slices.Contains(snaps, h) {
-			t.Fatalf("snapshot %s is not in the driver after Velero's cleanup (driver has %v)", h, snaps)
+			t.Fatalf("snapshot %s is not in the driver before the deletion (driver has %v)", h, snaps)
 		}
 	}
-	assertNoSnapshotObjects(t, ns)
+	if f.left == nothingLeft {
+		// What Velero leaves: the storage snapshots, and no snapshot object.
+		assertNoSnapshotObjects(t, ns)
+	}
 
 	env.Create(t, &v1.BackupStorageLocation{
 		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: vb.location},
@@ -215,6 +249,26 @@ func writeVeleroBackupWith(t *testing.T, claims []string, ttl time.Duration, sta
 		},
 	})
 	return vb
+}
+
+// deleteSnapshotKeepContent sets the content to Retain and deletes only
+// the VolumeSnapshot, waiting until it is gone.
+func deleteSnapshotKeepContent(ctx context.Context, vol velerocsi.Volume) error {
+	d, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	if _, err := d.Resource(vscGVR).Patch(ctx, vol.Content.GetName(), types.MergePatchType, []byte(`{"spec":{"deletionPolicy":"Retain"}}`), metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	res := d.Resource(vsGVR).Namespace(vol.Snapshot.GetNamespace())
+	if err := res.Delete(ctx, vol.Snapshot.GetName(), metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := res.Get(ctx, vol.Snapshot.GetName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // assertNoSnapshotObjects fails unless the cluster holds no
@@ -273,7 +327,7 @@ func syncedBackup(t *testing.T, vb veleroBackup) *v1.Backup {
 // cluster, deleted by `lifeboat backup delete`, leaves no snapshot in the
 // driver.
 func TestVeleroCSIBackupDeletedByCommandLeavesNoSnapshot(t *testing.T) {
-	vb := writeVeleroBackup(t, []string{"data", "logs"}, 720*time.Hour, time.Now().Add(-time.Minute), false)
+	vb := writeVeleroBackup(t, fixture{claims: []string{"data", "logs"}})
 	syncedBackup(t, vb)
 
 	plan := lifeboat(t, "backup", "delete", vb.name, "--dry-run")
@@ -288,10 +342,28 @@ func TestVeleroCSIBackupDeletedByCommandLeavesNoSnapshot(t *testing.T) {
 	}
 }
 
+// The objects are still in the cluster: the backup's end never ran (both
+// left), or its VolumeSnapshot was deleted by hand with the content at
+// Retain (a content bound to a snapshot that is gone, which no controller
+// would ever let go). Deleting the backup leaves no snapshot and no object.
+func TestCSIBackupWithObjectsStillInTheClusterLeavesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		left leftInCluster
+	}{{"both left", bothLeft}, {"content left", contentLeft}} {
+		t.Run(tc.name, func(t *testing.T) {
+			vb := writeVeleroBackup(t, fixture{claims: []string{"data"}, left: tc.left})
+			syncedBackup(t, vb)
+			lifeboat(t, "backup", "delete", vb.name, "--confirm", "--wait")
+			assertGone(t, vb)
+		})
+	}
+}
+
 // The same backup left to expire: garbage collection asks for the deletion.
 func TestVeleroCSIBackupDeletedByTTLLeavesNoSnapshot(t *testing.T) {
 	// Expired an hour ago: the sync brings it in, and GC collects it at once.
-	vb := writeVeleroBackup(t, []string{"data"}, time.Hour, time.Now().Add(-2*time.Hour), false)
+	vb := writeVeleroBackup(t, fixture{claims: []string{"data"}, ttl: time.Hour, started: time.Now().Add(-2 * time.Hour)})
 	// The Backup may come and go between two looks: wait for the request
 	// garbage collection makes, until it is done.
 	var requests v1.DeleteBackupRequestList
@@ -310,7 +382,7 @@ func TestVeleroCSIBackupDeletedByTTLLeavesNoSnapshot(t *testing.T) {
 // The tarball is lost; the volume information still names the snapshots,
 // and they are deleted from it.
 func TestVeleroCSIBackupWithoutTarballLeavesNoSnapshot(t *testing.T) {
-	vb := writeVeleroBackup(t, []string{"data"}, 720*time.Hour, time.Now().Add(-time.Minute), true)
+	vb := writeVeleroBackup(t, fixture{claims: []string{"data"}, withoutTarball: true})
 	syncedBackup(t, vb)
 	out := lifeboat(t, "backup", "delete", vb.name, "--confirm", "--wait")
 	assertGone(t, vb)
@@ -360,8 +432,8 @@ func ghostVolume(vol velerocsi.Volume) velerocsi.Volume {
 // cluster. The operator's consent (--skip-failed-actions) then lets the
 // backup go, the skipped content recorded.
 func TestVeleroCSISnapshotThatCannotBeDeletedKeepsTheBackup(t *testing.T) {
-	vb := writeVeleroBackupWith(t, []string{"data"}, 720*time.Hour, time.Now().Add(-time.Minute), false,
-		func(vols []velerocsi.Volume) []velerocsi.Volume { return []velerocsi.Volume{ghostVolume(vols[0])} })
+	vb := writeVeleroBackup(t, fixture{claims: []string{"data"},
+		extra: func(vols []velerocsi.Volume) []velerocsi.Volume { return []velerocsi.Volume{ghostVolume(vols[0])} }})
 	env.WaitBackup(t, vb.name, time.Minute)
 	lifeboat(t, "backup", "delete", vb.name, "--confirm")
 
