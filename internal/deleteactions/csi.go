@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -278,6 +279,9 @@ func (a *CSISnapshotCleanup) deleteStorageSnapshot(res dynamic.ResourceInterface
 		}
 		return snapshotNotFound(vsc), nil
 	})
+	if err != nil && !errors.Is(err, errGaveUp) {
+		return err
+	}
 	if err != nil {
 		// Nothing may be left behind that no controller deals with: the
 		// content goes (without a DeleteSnapshot call, as the sidecar has
@@ -298,6 +302,9 @@ func (a *CSISnapshotCleanup) deleteStorageSnapshot(res dynamic.ResourceInterface
 		}
 	}
 	left, err := a.waitContent(res, name, func(vsc *unstructured.Unstructured) (bool, error) { return vsc == nil, nil })
+	if err != nil && !errors.Is(err, errGaveUp) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("snapshot %s: the csi-snapshotter of driver %s has not deleted it: VolumeSnapshotContent %s, made to delete it, is still there (see its events): %w%s",
 			handle, driver, name, err, statusError(left))
@@ -325,6 +332,9 @@ func (a *CSISnapshotCleanup) abandon(res dynamic.ResourceInterface, name string)
 	}
 }
 
+// errGaveUp says a wait for the snapshot controllers reached its bound.
+var errGaveUp = errors.New("gave up")
+
 // waitContent reads the content until done says so, or the wait's bound
 // passes; it returns the content last read (nil: not found).
 func (a *CSISnapshotCleanup) waitContent(res dynamic.ResourceInterface, name string, done func(*unstructured.Unstructured) (bool, error)) (*unstructured.Unstructured, error) {
@@ -339,7 +349,7 @@ func (a *CSISnapshotCleanup) waitContent(res dynamic.ResourceInterface, name str
 			return vsc, err
 		}
 		if time.Now().After(deadline) {
-			return vsc, fmt.Errorf("gave up after %s", a.c.csiWait())
+			return vsc, fmt.Errorf("%w after %s", errGaveUp, a.c.csiWait())
 		}
 		time.Sleep(csiPoll)
 	}
