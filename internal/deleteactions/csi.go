@@ -164,7 +164,7 @@ func (a *CSISnapshotCleanup) deleteContent(m *meta.RESTMapping, stored *unstruct
 	res := a.c.resource(m, "")
 	// The error is reported with the item (the stored content) named
 	// already.
-	if err := a.deleteStorageSnapshot(res, stored, b); err != nil {
+	if err := a.deleteStorageSnapshot(res, m, stored, b); err != nil {
 		return err
 	}
 	vsc, err := get(res, name)
@@ -242,7 +242,7 @@ func (a *CSISnapshotCleanup) releaseOrphan(res dynamic.ResourceInterface, m *met
 // It can be repeated: the content's name is derived from the backup and
 // the snapshot, so a retry finds the one an interrupted call created, and
 // a snapshot already deleted in the driver lets the content go too.
-func (a *CSISnapshotCleanup) deleteStorageSnapshot(res dynamic.ResourceInterface, stored *unstructured.Unstructured, b *v1.Backup) error {
+func (a *CSISnapshotCleanup) deleteStorageSnapshot(res dynamic.ResourceInterface, m *meta.RESTMapping, stored *unstructured.Unstructured, b *v1.Backup) error {
 	handle := snapshotHandle(stored)
 	if handle == "" {
 		a.c.log().Info("the stored content names no snapshot handle (the snapshot was never taken); nothing to delete in the driver",
@@ -254,6 +254,9 @@ func (a *CSISnapshotCleanup) deleteStorageSnapshot(res dynamic.ResourceInterface
 		return fmt.Errorf("the stored content has no spec.driver, so no CSI driver can be asked to delete snapshot %s", handle)
 	}
 	temp := TempContent(stored, b, handle)
+	// At the version the cluster serves: a backup from before v1 stored
+	// v1beta1 contents, whose fields used here are the same.
+	temp.SetAPIVersion(m.GroupVersionKind.GroupVersion().String())
 	name := temp.GetName()
 	log := a.c.log().With("backup", b.Name, "content", stored.GetName(), "tempContent", name, "snapshotHandle", handle, "driver", driver)
 

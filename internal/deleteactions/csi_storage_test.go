@@ -323,3 +323,19 @@ func TestCSISnapshotCleanupReleasesAnOrphanedContent(t *testing.T) {
 		t.Errorf("the orphaned content is still there (finalizers %v, deleting %v)", obj.GetFinalizers(), obj.GetDeletionTimestamp() != nil)
 	}
 }
+
+// A content stored at v1beta1 (an old backup) is made again at the
+// version the cluster serves.
+func TestCSISnapshotCleanupOfAv1beta1Content(t *testing.T) {
+	b := backupNamed("csi-" + uniqueName("b"))
+	handle := uniqueName("snap-handle")
+	f := startFakeSnapshotter(t, handle)
+	item := storedContent(uniqueName("snapcontent"), handle, b)
+	item["apiVersion"] = "snapshot.storage.k8s.io/v1beta1"
+	if err := execute(NewCSISnapshotCleanup(csiClients(t, 20*time.Second)), itemOf(item), b); err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if f.has(handle) || len(tempContents(t)) != 0 {
+		t.Error("the snapshot or the content made to delete it is left")
+	}
+}
