@@ -287,6 +287,7 @@ func startPlugins(ctx context.Context, acc *cluster.Access, opts Options, log *s
 		}
 	}
 	cleanup := deleteactions.NewClients(acc, opts.Namespace, log)
+	cleanup.CSIWait = opts.CSISnapshotWait
 	if err := h.RegisterBuiltIn(api.KindDeleteItemAction, deleteactions.CSISnapshotCleanupName, func() (any, error) {
 		return deleteactions.NewCSISnapshotCleanup(cleanup), nil
 	}); err != nil {
