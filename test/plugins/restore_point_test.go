@@ -153,10 +153,13 @@ func TestRestorePointGoesWithTheBackup(t *testing.T) {
 			if err != nil || slices.Contains(snaps, handle) {
 				t.Errorf("the driver still has the restore point's snapshot %s (snapshots %v, %v)", handle, snaps, err)
 			}
-			reqs := deleteRequests(t, name)
-			if len(reqs) != 1 || reqs[0].Status.Report == nil {
-				t.Fatalf("deletion requests %+v", reqs)
-			}
+			// The Backup goes in the deletion's last step; the request's
+			// final status (Processed, with its report) is written after.
+			var reqs []v1.DeleteBackupRequest
+			pollFor(t, 30*time.Second, "the deletion request of "+name+" to be processed", func(context.Context) (bool, error) {
+				reqs = deleteRequests(t, name)
+				return len(reqs) == 1 && reqs[0].Status.Phase == v1.DeleteBackupRequestPhaseProcessed && reqs[0].Status.Report != nil, nil
+			})
 			for _, a := range reqs[0].Status.Report.Actions {
 				if a.Name == restorePointCleanup && (a.Items != 1 || a.Failed != 0) {
 					t.Errorf("report: %s called for %d items, %d failed; want 1 and 0", a.Name, a.Items, a.Failed)
