@@ -293,6 +293,9 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 	if gr == pvResource && r.volumes.hasPV(it.Name) {
 		return nil // stored already, with its claim
 	}
+	if r.skipListedCSI(gr, it) {
+		return nil // this backup's own snapshot: stored, ready, at the end
+	}
 	if r.stored != nil {
 		k := gr.String() + "/" + it.Namespace + "/" + it.Name
 		if r.stored[k] {
@@ -316,6 +319,9 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 			return nil
 		}
 		data, additional, ran = res.data, res.additional, res.ran
+	}
+	if gr == pvcResource {
+		data = r.csiAtClaim(ctx, data)
 	}
 	ref := archive.ItemRef{GroupResource: gr.String(), Version: rt.GVR.Version, Namespace: it.Namespace, Name: it.Name}
 	if err := aw.WriteItem(ref, data); err != nil {

@@ -100,6 +100,9 @@ type Outcome struct {
 	// them, and `backup delete --force` names the snapshots it leaves
 	// behind from them.
 	VolumeSnapshotsAttempted, VolumeSnapshotsCompleted int
+	// CSIVolumeSnapshotsAttempted and CSIVolumeSnapshotsCompleted count
+	// the CSI snapshots, as Velero's status does.
+	CSIVolumeSnapshotsAttempted, CSIVolumeSnapshotsCompleted int
 	// StoredNothing: the run failed before it wrote anything to the
 	// storage location; NameTaken: because another backup of that name is
 	// stored there.
@@ -174,6 +177,9 @@ type run struct {
 	hooksAttempted, hooksFailed int
 	deferredPost                []*podHooks
 
+	// csi holds the backup's CSI snapshots.
+	csi *csiState
+
 	// wrote is set once the run starts writing to the store.
 	wrote bool
 	// tarballBytes counts the compressed archive as it is written.
@@ -189,7 +195,7 @@ func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress Progre
 		progress = func(v1.BackupProgress) {}
 	}
 	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: map[string][]string{}, namespacesWithItems: map[string]bool{},
-		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}, volumes: newStoredVolumes()}, nil
+		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}, volumes: newStoredVolumes(), csi: newCSIState()}, nil
 }
 
 func (r *run) close() { r.log.Discard() }
@@ -223,6 +229,12 @@ func (r *run) execute(ctx context.Context) Outcome {
 	for _, s := range r.snapshots {
 		if s.Status.Phase == volumefiles.SnapshotPhaseCompleted {
 			out.VolumeSnapshotsCompleted++
+		}
+	}
+	for _, s := range r.csi.snaps {
+		out.CSIVolumeSnapshotsAttempted++
+		if s.err == nil && s.vsc != nil {
+			out.CSIVolumeSnapshotsCompleted++
 		}
 	}
 	r.log.Info("backup finished", "phase", out.Phase, "items", r.backedUp, "warnings", out.Warnings,
@@ -267,6 +279,9 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	// Post hooks held back for the volume step run whatever happens to the
 	// backup: they undo what the pre hooks did.
 	defer r.runDeferredPostHooks(ctx)
+	// The CSI snapshots stay with a stored backup and go with a failed one.
+	uploaded := false
+	defer func() { r.releaseCSI(ctx, uploaded) }()
 	// From here on the run writes under the backup's name: a failure must
 	// clean up, and a deletion of the Backup must look in the store.
 	r.wrote = true
@@ -293,6 +308,7 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	if werr != nil {
 		return werr
 	}
+	uploaded = true
 	return r.decideVolumes(ctx)
 }
 
@@ -323,6 +339,9 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 				continue
 			}
 			var err error
+			if gr == pvcResource && r.holdClaim(ctx, job.Type, it, pre[i]) {
+				continue
+			}
 			if ph := hooked[i]; ph != nil {
 				err = r.writeHookedPod(ctx, aw, job.Type, it, ph)
 			} else {
@@ -342,6 +361,9 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("backup stopped before it finished: %w", context.Cause(ctx))
 		}
+		return err
+	}
+	if err := r.finishCSI(ctx, aw); err != nil {
 		return err
 	}
 	types := make([]schema.GroupResource, 0, len(r.perType))
@@ -496,6 +518,8 @@ func ApplyOutcome(b *v1.Backup, out Outcome) {
 	b.Status.BackupItemOperationsAttempted = out.Operations
 	b.Status.VolumeSnapshotsAttempted = out.VolumeSnapshotsAttempted
 	b.Status.VolumeSnapshotsCompleted = out.VolumeSnapshotsCompleted
+	b.Status.CSIVolumeSnapshotsAttempted = out.CSIVolumeSnapshotsAttempted
+	b.Status.CSIVolumeSnapshotsCompleted = out.CSIVolumeSnapshotsCompleted
 	// Set on every backup that ran, as Velero sets it, so describe shows
 	// the counts even when no hook applied.
 	if !out.StoredNothing {
