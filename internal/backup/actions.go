@@ -252,8 +252,9 @@ func itemLabels(item runtime.Unstructured) map[string]string {
 // process, and one at a time they would dominate a backup. Results come
 // back in item order, so the archive stays deterministic. Items already
 // stored (as some earlier item's additional items) are not sent again, nor
-// are pods with hooks: their actions run between their pre and post hooks.
-func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []rawItem, hooked map[int]*podHooks) []*actionResult {
+// are pods with hooks and the claims they mount (later says which): their
+// actions run between the pod's pre and post hooks.
+func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []rawItem, later func(int) bool) []*actionResult {
 	acts := r.actionsFor(rt)
 	out := make([]*actionResult, len(items))
 	if len(acts) == 0 {
@@ -271,7 +272,7 @@ func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []r
 		})
 	}
 	for i, it := range items {
-		if r.stored[gr+"/"+it.Namespace+"/"+it.Name] || hooked[i] != nil {
+		if r.stored[gr+"/"+it.Namespace+"/"+it.Name] || later(i) {
 			continue
 		}
 		select {

@@ -84,9 +84,8 @@ type csiState struct {
 }
 
 type heldClaim struct {
-	rt  resourceType
-	it  rawItem
-	pre *actionResult
+	rt resourceType
+	it rawItem
 }
 
 func newCSIState() *csiState {
@@ -124,19 +123,25 @@ func (r *run) snapshotAPIServed() bool {
 	return vs && vsc
 }
 
-// holdClaim keeps back a claim mounted by a pod with backup hooks: it is
-// stored, and its volume snapshotted, between that pod's pre and post
-// hooks (Velero's item block), not when claims are listed, which is
-// before pods.
-func (r *run) holdClaim(ctx context.Context, rt resourceType, it rawItem, pre *actionResult) bool {
-	if r.stored != nil && r.stored[pvcResource.String()+"/"+it.Namespace+"/"+it.Name] {
-		return false
+// claimsToHold says which claims of a page to keep back: those mounted by
+// a pod with backup hooks are stored (item actions, snapshot) between
+// that pod's pre and post hooks (Velero's item block), not when claims
+// are listed, which is before pods.
+func (r *run) claimsToHold(ctx context.Context, items []rawItem) map[int]bool {
+	var out map[int]bool
+	for i, it := range items {
+		if r.stored != nil && r.stored[pvcResource.String()+"/"+it.Namespace+"/"+it.Name] {
+			continue
+		}
+		if !r.hookedClaimsOf(ctx, it.Namespace)[it.Name] {
+			continue
+		}
+		if out == nil {
+			out = map[int]bool{}
+		}
+		out[i] = true
 	}
-	if !r.hookedClaimsOf(ctx, it.Namespace)[it.Name] {
-		return false
-	}
-	r.csi.held = append(r.csi.held, heldClaim{rt: rt, it: it, pre: pre})
-	return true
+	return out
 }
 
 // hookedClaimsOf lists the namespace's pods once and names the claims
@@ -210,7 +215,7 @@ func (r *run) writeHeldClaims(ctx context.Context, aw *archive.Writer, pod *core
 	}
 	r.csi.held = keep
 	for _, h := range mine {
-		if err := r.writeItem(ctx, aw, h.rt, h.it, h.pre, 0); err != nil {
+		if err := r.writeItem(ctx, aw, h.rt, h.it, nil, 0); err != nil {
 			return err
 		}
 	}
@@ -293,7 +298,17 @@ func (r *run) csiAtClaim(ctx context.Context, data []byte) []byte {
 	r.csi.mu.Unlock()
 	if err := r.createVolumeSnapshot(ctx, s); err != nil {
 		s.err = err
-		r.results.Error(pvc.Namespace, fmt.Sprintf("PersistentVolumeClaim %s: CSI snapshot not taken: %v", key, err))
+		msg := fmt.Sprintf("PersistentVolumeClaim %s: CSI snapshot not taken: %v", key, err)
+		var noClass *noClassError
+		if errors.As(err, &noClass) && !explicit {
+			// Only the default chose the snapshot (snapshotVolumes
+			// unset): a cluster where nobody set CSI snapshots up keeps
+			// backing up as it did, with a warning saying how to.
+			r.results.Warning(pvc.Namespace, msg)
+			r.log.Warn("CSI snapshot not taken", "claim", key, "error", err)
+			return data
+		}
+		r.results.Error(pvc.Namespace, msg)
 		r.log.Error("CSI snapshot not taken", "claim", key, "error", err)
 		return data
 	}
@@ -332,13 +347,17 @@ func (r *run) nativeTakes(ctx context.Context, pv *corev1.PersistentVolume) (boo
 // Velero would choose.
 func (r *run) createVolumeSnapshot(ctx context.Context, s *csiSnap) error {
 	if s.pvc.Spec.StorageClassName == nil || *s.pvc.Spec.StorageClassName == "" {
-		return errors.New("the claim has no storage class, so no VolumeSnapshotClass can be chosen for it; give the claim a storageClassName")
+		return &noClassError{errors.New("the claim has no storage class, so no VolumeSnapshotClass can be chosen for it; give the claim a storageClassName")}
 	}
 	cctx, cancel := context.WithTimeout(ctx, csiCallTimeout)
 	defer cancel()
 	sc := &storagev1.StorageClass{}
 	if err := r.e.Client.Get(cctx, crclient.ObjectKey{Name: *s.pvc.Spec.StorageClassName}, sc); err != nil {
-		return fmt.Errorf("reading the claim's StorageClass %s: %w", *s.pvc.Spec.StorageClassName, err)
+		err = fmt.Errorf("reading the claim's StorageClass %s: %w", *s.pvc.Spec.StorageClassName, err)
+		if apierrors.IsNotFound(err) {
+			return &noClassError{err}
+		}
+		return err
 	}
 	classes := &snapshotv1.VolumeSnapshotClassList{}
 	if err := r.e.Client.List(cctx, classes); err != nil {
@@ -346,7 +365,7 @@ func (r *run) createVolumeSnapshot(ctx context.Context, s *csiSnap) error {
 	}
 	class, err := csisnapshot.ChooseClass(classes.Items, sc.Provisioner, r.b, s.pvc)
 	if err != nil {
-		return err
+		return &noClassError{err}
 	}
 	vs := csisnapshot.NewVolumeSnapshot(r.b, s.pvc, class.Name)
 	if err := r.e.Client.Create(cctx, vs); err != nil {
@@ -359,6 +378,12 @@ func (r *run) createVolumeSnapshot(ctx context.Context, s *csiSnap) error {
 	r.log.Info("CSI VolumeSnapshot created", "claim", s.claim(), "volumeSnapshot", vs.Name, "class", class.Name, "driver", class.Driver)
 	return nil
 }
+
+// noClassError: no VolumeSnapshotClass could be chosen for a claim.
+type noClassError struct{ err error }
+
+func (e *noClassError) Error() string { return e.err.Error() }
+func (e *noClassError) Unwrap() error { return e.err }
 
 // csiTimeout is the backup's spec.csiSnapshotTimeout, or Velero's default.
 func (r *run) csiTimeout() time.Duration {

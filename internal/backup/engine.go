@@ -330,18 +330,23 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 	consume := func(job listJob, pg *page) error {
 		gr := job.Type.GroupResource()
 		var hooked map[int]*podHooks
-		if gr == podResource {
+		var held map[int]bool
+		switch gr {
+		case podResource:
 			hooked = r.hooksForPage(pg.Items)
+		case pvcResource:
+			held = r.claimsToHold(ctx, pg.Items)
 		}
-		pre := r.applyActionsToPage(ctx, job.Type, pg.Items, hooked)
+		pre := r.applyActionsToPage(ctx, job.Type, pg.Items, func(i int) bool { return hooked[i] != nil || held[i] })
 		for i, it := range pg.Items {
 			if job.WriteIf != nil && !job.WriteIf(it) {
 				continue
 			}
-			var err error
-			if gr == pvcResource && r.holdClaim(ctx, job.Type, it, pre[i]) {
+			if held[i] {
+				r.csi.held = append(r.csi.held, heldClaim{rt: job.Type, it: it})
 				continue
 			}
+			var err error
 			if ph := hooked[i]; ph != nil {
 				err = r.writeHookedPod(ctx, aw, job.Type, it, ph)
 			} else {

@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 	if err := c.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
+	stopCSICluster()
 	os.Exit(code)
 }
 

@@ -1,0 +1,426 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
+	"github.com/lifeboat-io/lifeboat/internal/localcluster"
+	"github.com/lifeboat-io/lifeboat/internal/results"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
+	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
+)
+
+// The CSI tests run on an API server of their own that serves the
+// snapshot kinds: served, they change what the other tests' backups of
+// CSI volumes do.
+var csiCluster struct {
+	once sync.Once
+	c    *localcluster.Cluster
+	err  error
+}
+
+const testDriver = "hostpath.csi.lifeboat.io"
+
+func csiConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	csiCluster.once.Do(func() {
+		c, err := localcluster.Start(localcluster.Options{InstallCRDs: true})
+		if err != nil {
+			csiCluster.err = err
+			return
+		}
+		csiCluster.c = c
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output()
+		if err != nil {
+			csiCluster.err = fmt.Errorf("finding the snapshot CRDs: %w", err)
+			return
+		}
+		_, csiCluster.err = envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{
+			Paths: []string{filepath.Join(strings.TrimSpace(string(out)), "config", "crd")}, ErrorIfPathMissing: true})
+	})
+	if csiCluster.err != nil {
+		t.Fatal(csiCluster.err)
+	}
+	return csiCluster.c.Config
+}
+
+func stopCSICluster() {
+	if csiCluster.c != nil {
+		_ = csiCluster.c.Stop()
+	}
+}
+
+// fakeSnapshotController plays the snapshot controller and the driver's
+// snapshotter (the local API server runs neither): every VolumeSnapshot
+// of its namespace gets a bound content with a handle, then both are made
+// ready. Contents carry a finalizer of the test's, so a content the backup
+// deleted stays readable (with its deletion timestamp and policy).
+type fakeSnapshotController struct {
+	c  crclient.Client
+	ns string
+	// never: claims whose snapshot is never cut; the VolumeSnapshot gets
+	// the error message instead.
+	never map[string]string
+	log   *eventLog
+	done  chan struct{}
+}
+
+const holdFinalizer = "test.lifeboat.io/hold"
+
+func startFakeSnapshotController(t *testing.T, c crclient.Client, ns string, never map[string]string, log *eventLog) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fakeSnapshotController{c: c, ns: ns, never: never, log: log, done: make(chan struct{})}
+	go f.run(ctx)
+	t.Cleanup(func() {
+		cancel()
+		<-f.done
+		list := &snapshotv1.VolumeSnapshotContentList{}
+		if err := c.List(context.Background(), list); err == nil {
+			for i := range list.Items {
+				vsc := &list.Items[i]
+				if vsc.Spec.VolumeSnapshotRef.Namespace == ns {
+					_ = c.Patch(context.Background(), vsc, crclient.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+					_ = c.Delete(context.Background(), vsc)
+				}
+			}
+		}
+	})
+}
+
+func (f *fakeSnapshotController) run(ctx context.Context) {
+	defer close(f.done)
+	for ctx.Err() == nil {
+		list := &snapshotv1.VolumeSnapshotList{}
+		if err := f.c.List(ctx, list, crclient.InNamespace(f.ns)); err == nil {
+			for i := range list.Items {
+				f.reconcile(ctx, &list.Items[i])
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fakeSnapshotController) reconcile(ctx context.Context, vs *snapshotv1.VolumeSnapshot) {
+	if vs.Status != nil && vs.Status.BoundVolumeSnapshotContentName != nil || vs.DeletionTimestamp != nil {
+		return
+	}
+	claim := *vs.Spec.Source.PersistentVolumeClaimName
+	if msg, ok := f.never[claim]; ok {
+		if vs.Status == nil {
+			vs.Status = &snapshotv1.VolumeSnapshotStatus{Error: &snapshotv1.VolumeSnapshotError{Message: &msg}}
+			_ = f.c.Status().Update(ctx, vs)
+		}
+		return
+	}
+	handle := "snap-" + claim
+	volume := "vol-" + claim
+	vsc := &snapshotv1.VolumeSnapshotContent{
+		ObjectMeta: metav1.ObjectMeta{Name: "snapcontent-" + string(vs.UID), Finalizers: []string{holdFinalizer}},
+		Spec: snapshotv1.VolumeSnapshotContentSpec{
+			VolumeSnapshotRef:       corev1.ObjectReference{Kind: "VolumeSnapshot", APIVersion: "snapshot.storage.k8s.io/v1", Namespace: vs.Namespace, Name: vs.Name, UID: vs.UID},
+			DeletionPolicy:          snapshotv1.VolumeSnapshotContentDelete,
+			Driver:                  testDriver,
+			VolumeSnapshotClassName: vs.Spec.VolumeSnapshotClassName,
+			Source:                  snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &volume},
+		},
+	}
+	if err := f.c.Create(ctx, vsc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return
+	}
+	if f.log != nil {
+		f.log.add("cut " + claim)
+	}
+	ready := true
+	size := int64(1 << 30)
+	now := metav1.Now()
+	created := now.UnixNano()
+	vsc.Status = &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &handle, ReadyToUse: &ready, RestoreSize: &size, CreationTime: &created}
+	if err := f.c.Status().Update(ctx, vsc); err != nil {
+		return
+	}
+	name := vsc.Name
+	vs.Status = &snapshotv1.VolumeSnapshotStatus{BoundVolumeSnapshotContentName: &name, ReadyToUse: &ready, CreationTime: &now,
+		RestoreSize: resource.NewQuantity(size, resource.BinarySI)}
+	_ = f.c.Status().Update(ctx, vs)
+}
+
+// csiFixture is a namespace on the CSI API server with a StorageClass of
+// the test driver and a VolumeSnapshotClass labelled for it.
+func csiFixture(t *testing.T) (*fixture, kubernetes.Interface, string) {
+	t.Helper()
+	rc := csiConfig(t)
+	f := newFixtureOn(t, rc, 0)
+	cs := kubernetes.NewForConfigOrDie(rc)
+	ctx := context.Background()
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: f.ns}, Provisioner: testDriver}
+	if err := f.engine.Client.Create(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	// A class of another driver, and one of this driver without the
+	// label: Velero picks the labelled one.
+	for _, cls := range []*snapshotv1.VolumeSnapshotClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-a-other", Labels: map[string]string{csisnapshot.ClassSelectorLabel: "true"}},
+			Driver: "other.csi.example.io", DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete},
+		{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-b-unlabelled"}, Driver: testDriver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete},
+		{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-c-velero", Labels: map[string]string{csisnapshot.ClassSelectorLabel: "true"}}, Driver: testDriver,
+			DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete},
+	} {
+		if err := f.engine.Client.Create(ctx, cls); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f, cs, f.ns
+}
+
+func csiVolume(t *testing.T, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	createVolume(t, cs, ns, name, ns, corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testDriver, VolumeHandle: "vol-" + name}})
+}
+
+func backupErrors(t *testing.T, f *fixture, name string) string {
+	t.Helper()
+	var res results.Results
+	if err := f.store.GetGzipJSON(context.Background(), f.store.BackupKey(name, storage.BackupResultsFile(name)), &res); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(res.Errors.Namespaces[f.ns], "\n")
+}
+
+// TestCSISnapshotBackup: each claim of a CSI volume gets a VolumeSnapshot
+// of the class Velero picks; the backup stores the ready VolumeSnapshot
+// (with Velero's annotations), its content and the class, the claim names
+// its snapshot, the volume information says which snapshot each volume
+// got, and the objects are gone from the cluster with the content
+// retained, so the storage snapshot belongs to the backup alone.
+func TestCSISnapshotBackup(t *testing.T) {
+	f, cs, ns := csiFixture(t)
+	ctx := context.Background()
+	c := f.engine.Client
+	for _, claim := range []string{"data", "logs"} {
+		csiVolume(t, cs, ns, claim)
+	}
+	startFakeSnapshotController(t, c, ns, nil, nil)
+	b := f.backup("csi")
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted || out.CSIVolumeSnapshotsAttempted != 2 || out.CSIVolumeSnapshotsCompleted != 2 {
+		t.Fatalf("outcome %+v; errors: %s", out, backupErrors(t, f, b.Name))
+	}
+	items := readItems(t, f, b.Name)
+	infos, err := volumefiles.GetVolumeInfo(ctx, f.store, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 {
+		t.Fatalf("volume infos %+v", infos)
+	}
+	for _, claim := range []string{"data", "logs"} {
+		pvc := items["resources/persistentvolumeclaims/namespaces/"+ns+"/"+claim+".json"]
+		if pvc == nil {
+			t.Fatalf("claim %s not stored", claim)
+		}
+		vsName := pvc.GetAnnotations()[csisnapshot.VolumeSnapshotNameLabel]
+		if !strings.HasPrefix(vsName, "velero-"+claim+"-") || pvc.GetLabels()[csisnapshot.VolumeSnapshotNameLabel] != vsName ||
+			pvc.GetLabels()[v1.BackupNameLabel] != b.Name || pvc.GetAnnotations()[csisnapshot.MustIncludeAdditionalItems] != "true" {
+			t.Fatalf("stored claim %s metadata: labels %v annotations %v", claim, pvc.GetLabels(), pvc.GetAnnotations())
+		}
+		vs := items["resources/volumesnapshots.snapshot.storage.k8s.io/namespaces/"+ns+"/"+vsName+".json"]
+		if vs == nil {
+			t.Fatalf("VolumeSnapshot %s not stored; items: %v", vsName, keysOf(items))
+		}
+		stored := &snapshotv1.VolumeSnapshot{}
+		toTyped(t, vs.Object, stored)
+		wantAnn := map[string]string{
+			csisnapshot.HandleAnnotation: "snap-" + claim, csisnapshot.DriverAnnotation: testDriver,
+			csisnapshot.ContentDeletionPolicyAnnot: "Delete", csisnapshot.RestoreSizeAnnotation: "1Gi",
+		}
+		for k, v := range wantAnn {
+			if stored.Annotations[k] != v {
+				t.Errorf("stored VolumeSnapshot annotation %s = %q, want %q", k, stored.Annotations[k], v)
+			}
+		}
+		if stored.Status == nil || stored.Status.ReadyToUse == nil || !*stored.Status.ReadyToUse || stored.Status.BoundVolumeSnapshotContentName == nil {
+			t.Fatalf("stored VolumeSnapshot status %+v, want ready and bound", stored.Status)
+		}
+		if *stored.Spec.VolumeSnapshotClassName != ns+"-c-velero" || stored.Labels[v1.BackupNameLabel] != b.Name || stored.Labels["storage-class"] != ns {
+			t.Errorf("stored VolumeSnapshot class %s labels %v", *stored.Spec.VolumeSnapshotClassName, stored.Labels)
+		}
+		vscName := *stored.Status.BoundVolumeSnapshotContentName
+		vscItem := items["resources/volumesnapshotcontents.snapshot.storage.k8s.io/cluster/"+vscName+".json"]
+		if vscItem == nil || vscItem.GetLabels()[v1.BackupNameLabel] != b.Name {
+			t.Fatalf("VolumeSnapshotContent %s stored: %v", vscName, vscItem)
+		}
+		// In the cluster: the snapshot is gone, the content was set to
+		// Retain before it was deleted (held here by the test's finalizer).
+		if err := c.Get(ctx, crclient.ObjectKey{Namespace: ns, Name: vsName}, &snapshotv1.VolumeSnapshot{}); !apierrors.IsNotFound(err) {
+			t.Errorf("VolumeSnapshot %s still in the cluster: %v", vsName, err)
+		}
+		live := &snapshotv1.VolumeSnapshotContent{}
+		if err := c.Get(ctx, crclient.ObjectKey{Name: vscName}, live); err != nil {
+			t.Fatal(err)
+		}
+		if live.DeletionTimestamp == nil || live.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentRetain {
+			t.Errorf("content in the cluster: deleted %v, policy %s; want deleted with policy Retain", live.DeletionTimestamp, live.Spec.DeletionPolicy)
+		}
+		var info *volumefiles.BackupVolumeInfo
+		for i := range infos {
+			if infos[i].PVCName == claim {
+				info = &infos[i]
+			}
+		}
+		if info == nil || info.BackupMethod != volumefiles.CSISnapshot || info.Result != volumefiles.ResultSucceeded || !info.PreserveLocalSnapshot ||
+			info.CSISnapshotInfo == nil || info.CSISnapshotInfo.SnapshotHandle != "snap-"+claim || info.CSISnapshotInfo.VSCName != vscName ||
+			info.CSISnapshotInfo.Driver != testDriver || info.CSISnapshotInfo.Size != 1<<30 || info.CSISnapshotInfo.VolumeSnapshot != ns+"/"+vsName {
+			t.Errorf("volume info of %s: %+v (csi %+v)", claim, info, info.CSISnapshotInfo)
+		}
+	}
+	if items["resources/volumesnapshotclasses.snapshot.storage.k8s.io/cluster/"+ns+"-c-velero.json"] == nil {
+		t.Errorf("the VolumeSnapshotClass is not stored; items: %v", keysOf(items))
+	}
+	// Stored once each: the snapshots listed with the namespace are this
+	// backup's own and are not stored a second time as listed.
+	n := 0
+	for k := range items {
+		if strings.HasPrefix(k, "resources/volumesnapshots.snapshot.storage.k8s.io/") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d VolumeSnapshot items, want 2", n)
+	}
+}
+
+// TestCSISnapshotFailures: a class that cannot be chosen and a snapshot
+// that is never cut each fail the backup partially, with an error naming
+// the claim and the fix; the snapshot that timed out is deleted.
+func TestCSISnapshotFailures(t *testing.T) {
+	f, cs, ns := csiFixture(t)
+	ctx := context.Background()
+	c := f.engine.Client
+	csiVolume(t, cs, ns, "slow")
+	// orphan's storage class names a driver with no VolumeSnapshotClass.
+	orphanClass := ns + "-orphan"
+	if err := c.Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: orphanClass}, Provisioner: "orphan.csi.example.io"}); err != nil {
+		t.Fatal(err)
+	}
+	createVolume(t, cs, ns, "orphan", orphanClass, corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "orphan.csi.example.io", VolumeHandle: "vol-orphan"}})
+	startFakeSnapshotController(t, c, ns, map[string]string{"slow": "the disk is on fire"}, nil)
+	b := f.backup("csi-fail")
+	yes := true
+	b.Spec.SnapshotVolumes = &yes
+	b.Spec.CSISnapshotTimeout = metav1.Duration{Duration: time.Second}
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhasePartiallyFailed {
+		t.Fatalf("outcome %+v, want PartiallyFailed", out)
+	}
+	errs := backupErrors(t, f, b.Name)
+	for _, want := range []string{
+		"PersistentVolumeClaim " + ns + "/orphan: CSI snapshot not taken: no VolumeSnapshotClass for driver orphan.csi.example.io: label the class to use velero.io/csi-volumesnapshot-class=true",
+		"PersistentVolumeClaim " + ns + "/slow: CSI snapshot failed: VolumeSnapshot " + ns + "/velero-slow-",
+		"within spec.csiSnapshotTimeout (1s); last error: the disk is on fire",
+	} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("errors lack %q:\n%s", want, errs)
+		}
+	}
+	list := &snapshotv1.VolumeSnapshotList{}
+	if err := c.List(ctx, list, crclient.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("VolumeSnapshots left in the cluster: %d", len(list.Items))
+	}
+	infos, err := volumefiles.GetVolumeInfo(ctx, f.store, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.Result != volumefiles.ResultFailed {
+			t.Errorf("volume info of %s: result %q, want failed", in.PVCName, in.Result)
+		}
+	}
+}
+
+// TestCSISnapshotWithinHookedPodGroup: the claim a hooked pod mounts is
+// stored right after the pod, its snapshot cut before the pod's post
+// hook, not at the end of the backup.
+func TestCSISnapshotWithinHookedPodGroup(t *testing.T) {
+	f, cs, ns := csiFixture(t)
+	ctx := context.Background()
+	csiVolume(t, cs, ns, "data")
+	hooked := map[string]string{"pre.hook.backup.velero.io/command": `["freeze"]`, "post.hook.backup.velero.io/command": `["thaw"]`}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: hooked},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
+	created, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Phase = corev1.PodRunning
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	log := &eventLog{}
+	f.engine.Hooks = log
+	f.engine.Plugins = fakePlugins{v1: map[string]api.BackupItemAction{"example.io/record": recordClaims{log: log}}}
+	startFakeSnapshotController(t, f.engine.Client, ns, nil, log)
+	b := f.backup("csi-hooks")
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted || out.CSIVolumeSnapshotsCompleted != 1 {
+		t.Fatalf("outcome %+v; errors %s", out, backupErrors(t, f, b.Name))
+	}
+	want := []string{"hook db: freeze", "store pod db", "store persistentvolumeclaim data", "cut data", "hook db: thaw"}
+	if !reflect.DeepEqual(log.events, want) {
+		t.Errorf("order of events:\n got %q\nwant %q", log.events, want)
+	}
+}
+
+// recordClaims records the pods and claims it sees.
+type recordClaims struct{ log *eventLog }
+
+func (recordClaims) AppliesTo() (api.ResourceSelector, error) {
+	return api.ResourceSelector{IncludedResources: []string{"pods", "persistentvolumeclaims"}}, nil
+}
+
+func (a recordClaims) Execute(item runtime.Unstructured, _ *v1.Backup) (runtime.Unstructured, []api.ResourceIdentifier, error) {
+	u := item.(*unstructured.Unstructured)
+	a.log.add("store " + strings.ToLower(u.GetKind()) + " " + u.GetName())
+	return u, nil, nil
+}
+
+func toTyped(t *testing.T, obj map[string]any, into any) {
+	t.Helper()
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		t.Fatal(err)
+	}
+}
