@@ -294,9 +294,6 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 	if gr == pvResource && r.volumes.hasPV(it.Name) {
 		return nil // stored already, with its claim
 	}
-	if r.skipListedCSI(gr, it) {
-		return nil // this backup's own snapshot: stored, ready, at the end
-	}
 	if r.stored != nil {
 		k := gr.String() + "/" + it.Namespace + "/" + it.Name
 		if r.stored[k] {
@@ -328,6 +325,7 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 	if err := aw.WriteItem(ref, data); err != nil {
 		return fmt.Errorf("writing the archive: %w", err)
 	}
+	r.noteListedClass(gr, it)
 	if err := r.volumes.observe(gr, data, ran); err != nil {
 		r.results.Error(it.Namespace, fmt.Sprintf("%s %s: %v", gr, qualified(it.Namespace, it.Name), err))
 	} else if gr == pvcResource {

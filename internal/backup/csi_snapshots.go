@@ -63,9 +63,6 @@ type csiState struct {
 	// volumeStep: claims whose snapshot is the native one, taken after
 	// the archive; a pod mounting one keeps its post hooks until then.
 	volumeStep map[string]bool
-	// ours are the VolumeSnapshots (namespace/name) this backup made:
-	// they are stored once, ready, at the end, not as listed.
-	ours map[string]bool
 	// classesStored are the VolumeSnapshotClasses in the archive.
 	classesStored map[string]bool
 
@@ -89,7 +86,7 @@ type heldClaim struct {
 }
 
 func newCSIState() *csiState {
-	return &csiState{byClaim: map[string]*csiSnap{}, volumeStep: map[string]bool{}, ours: map[string]bool{},
+	return &csiState{byClaim: map[string]*csiSnap{}, volumeStep: map[string]bool{},
 		classesStored: map[string]bool{}, hookedClaims: map[string]map[string]bool{}}
 }
 
@@ -372,9 +369,6 @@ func (r *run) createVolumeSnapshot(ctx context.Context, s *csiSnap) error {
 		return fmt.Errorf("creating its VolumeSnapshot: %w", err)
 	}
 	s.name, s.class, s.created = vs.Name, class.Name, time.Now()
-	r.csi.mu.Lock()
-	r.csi.ours[vs.Namespace+"/"+vs.Name] = true
-	r.csi.mu.Unlock()
 	r.log.Info("CSI VolumeSnapshot created", "claim", s.claim(), "volumeSnapshot", vs.Name, "class", class.Name, "driver", class.Driver)
 	return nil
 }
@@ -585,34 +579,13 @@ func (r *run) writeCSIItem(aw *archive.Writer, rt resourceType, it rawItem) erro
 	return nil
 }
 
-// skipListedCSI reports whether a listed item is one of this backup's own
-// snapshot objects, which are stored once, ready, at the end; and notes
-// the classes stored as listed.
-func (r *run) skipListedCSI(gr schema.GroupResource, it rawItem) bool {
-	switch gr {
-	case csisnapshot.VolumeSnapshots:
-		r.csi.mu.Lock()
-		defer r.csi.mu.Unlock()
-		return r.csi.ours[it.Namespace+"/"+it.Name]
-	case csisnapshot.VolumeSnapshotContents:
-		var vsc struct {
-			Spec struct {
-				Ref struct {
-					Namespace string `json:"namespace"`
-					Name      string `json:"name"`
-				} `json:"volumeSnapshotRef"`
-			} `json:"spec"`
-		}
-		if json.Unmarshal(it.JSON, &vsc) != nil {
-			return false
-		}
-		r.csi.mu.Lock()
-		defer r.csi.mu.Unlock()
-		return r.csi.ours[vsc.Spec.Ref.Namespace+"/"+vsc.Spec.Ref.Name]
-	case csisnapshot.VolumeSnapshotClasses:
+// noteListedClass notes a VolumeSnapshotClass stored as listed, so the
+// end does not store it again. (VolumeSnapshots and contents are never
+// listed: every backup excludes them, as Velero's does.)
+func (r *run) noteListedClass(gr schema.GroupResource, it rawItem) {
+	if gr == csisnapshot.VolumeSnapshotClasses {
 		r.csi.classesStored[it.Name] = true
 	}
-	return false
 }
 
 // releaseCSI ends the backup's hold on the snapshots in the cluster. A
