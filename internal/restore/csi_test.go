@@ -77,7 +77,7 @@ func TestRestoreClaimFromCSISnapshot(t *testing.T) {
 			"labels": map[string]any{"velero.io/backup-name": "b"},
 			"annotations": map[string]any{csisnapshot.HandleAnnotation: "snap-123", csisnapshot.DriverAnnotation: driver,
 				csisnapshot.ContentDeletionPolicyAnnot: "Delete", csisnapshot.RestoreSizeAnnotation: "1Gi"}},
-		"spec": map[string]any{"source": map[string]any{"persistentVolumeClaimName": "data"}, "volumeSnapshotClassName": class},
+		"spec":   map[string]any{"source": map[string]any{"persistentVolumeClaimName": "data"}, "volumeSnapshotClassName": class},
 		"status": map[string]any{"boundVolumeSnapshotContentName": vscName, "readyToUse": true, "restoreSize": "1Gi"},
 	})
 	vsc := veleroItem(t, map[string]any{"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
