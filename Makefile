@@ -7,7 +7,7 @@ BIN := bin/lifeboat
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/lifeboat-io/lifeboat/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools node-tools clean image image-deps need-root
+.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools node-tools csi-tools clean image image-deps need-root
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lifeboat
@@ -66,6 +66,13 @@ node-tools:
 	hack/node-packages.sh
 	hack/node-bins.sh >/dev/null
 
+# The CSI test stack's parts (internal/testutil/csistack): the
+# external-snapshotter's snapshot-controller and csi-snapshotter and the
+# external-provisioner's csi-provisioner from pinned tools modules, and the
+# snapshot CRDs; kube-controller-manager comes from node-tools.
+csi-tools:
+	hack/csi-bins.sh >/dev/null
+
 # Everything: the tree is what its sources generate, lint, unit, envtest,
 # real-node (this machine's platform's images imported into it) and
 # end-to-end tests, the Helm chart against `lifeboat install` (test/helm, a
@@ -74,12 +81,12 @@ node-tools:
 # this machine's platform, and the lifeboat image for both), the race
 # detector on the packages that share state between goroutines most, then
 # each fuzz target briefly.
-test: verify tools node-tools image-deps
+test: verify tools node-tools csi-tools image-deps
 	$(GO) vet ./...
 	$(MAKE) lint
 	$(MAKE) image IMAGE_PLATFORMS=local
-	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) LIFEBOAT_IMAGES=$(CURDIR)/bin/images \
-	  $(GO) test -count=1 -timeout 30m ./...
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) LIFEBOAT_CSI_BINS=$$(hack/csi-bins.sh) \
+	  LIFEBOAT_IMAGES=$(CURDIR)/bin/images $(GO) test -count=1 -timeout 30m ./...
 	cd test/helm && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
 	cd test/compat && GOWORK=off $(GO) test -count=1 ./crds/
 	cd hack/tools/image && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -timeout 15m ./...

@@ -36,6 +36,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lifeboat-io/lifeboat/internal/testutil/csistack"
 )
 
 // Environment variables naming the binary directories (the Makefile sets
@@ -64,6 +66,12 @@ type Options struct {
 	Log io.Writer
 	// StartTimeout bounds each wait of the start (default 3 minutes).
 	StartTimeout time.Duration
+	// CSI also runs the CSI test stack (internal/testutil/csistack) with
+	// its driver registered with this node's kubelet: claims of storage
+	// class csistack.StorageClass are provisioned, mounted into pods and
+	// snapshotted. Its sidecars come from $LIFEBOAT_CSI_BINS
+	// (hack/csi-bins.sh).
+	CSI bool
 }
 
 // Node is a running single-node cluster.
@@ -74,6 +82,9 @@ type Node struct {
 	Kubeconfig string
 	// Name and IP are the node's; the API server listens on IP.
 	Name, IP string
+
+	// CSI is the CSI stack (Options.CSI), nil without it.
+	CSI *csistack.Stack
 
 	opts  Options
 	dirs  dirs
@@ -164,7 +175,24 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := n.startKubelet(); err != nil {
 		return n, err
 	}
-	return n, n.waitReady(ctx)
+	if err := n.waitReady(ctx); err != nil {
+		return n, err
+	}
+	if opts.CSI {
+		// The state lives under the node's root, so the teardown of a
+		// node whose test was killed removes it too.
+		if n.CSI, err = csistack.Start(ctx, csistack.Options{
+			Kubeconfig: n.Kubeconfig,
+			StateDir:   filepath.Join(root, "csi"),
+			Node:       true,
+			NodeName:   n.Name,
+			KubeletDir: n.dirs.kubeletRoot,
+			Log:        opts.Log,
+		}); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // acquire takes the machine's node lock, waiting for a running node to
@@ -418,6 +446,12 @@ func (n *Node) Stop() error {
 		return nil
 	}
 	var errs []error
+	// The CSI stack first: it unmounts what its driver mounted for pods
+	// still there, before the kubelet goes.
+	if n.CSI != nil {
+		n.CSI.Stop()
+		n.CSI = nil
+	}
 	// Clients of the API server first, the runtime after the kubelet, etcd
 	// last.
 	order := []string{"kube-proxy", "kubelet", "kube-scheduler", "kube-controller-manager", "containerd", "kube-apiserver", "etcd"}
@@ -438,6 +472,10 @@ func (n *Node) Stop() error {
 	n.lock = nil
 	return errors.Join(errs...)
 }
+
+// KubeletDir is the kubelet's root directory (its plugins_registry, pods'
+// volumes).
+func (n *Node) KubeletDir() string { return n.dirs.kubeletRoot }
 
 // LogDir is where each component's log is, for a failing test to point at.
 func (n *Node) LogDir() string { return n.dirs.logs }

@@ -29,6 +29,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/install"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
 	"github.com/lifeboat-io/lifeboat/internal/server"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/csistack"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/s3server"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
@@ -44,6 +45,9 @@ type Env struct {
 	// StoreRoot is the `path` of filesystem storage locations.
 	StoreRoot string
 	S3        *s3server.Server
+	// CSI is the CSI stack (Options.CSI): its driver's state, and a
+	// client that knows the snapshot types.
+	CSI *csistack.Stack
 
 	opts       Options
 	cluster    *localcluster.Cluster
@@ -67,6 +71,10 @@ type Options struct {
 	PluginDir string
 	// PluginTimeouts bound plugin calls per kind, as --plugin-timeout does.
 	PluginTimeouts map[api.Kind]time.Duration
+	// CSI starts the CSI stack (internal/testutil/csistack, controller
+	// side: claims provisioned and bound, snapshots taken and deleted, no
+	// pods) against the API server before the Lifeboat server starts.
+	CSI bool
 }
 
 // Start starts everything; call Stop when done (TestMain).
@@ -110,6 +118,17 @@ func Start(opts Options) (*Env, error) {
 			s3opts = append(s3opts, s3server.WithTLS())
 		}
 		if e.S3, err = s3server.Launch(s3opts...); err != nil {
+			e.Stop()
+			return nil, err
+		}
+	}
+	if opts.CSI {
+		// Its own timeout (csistack.Options.StartTimeout): a cold start
+		// builds the driver.
+		if e.CSI, err = csistack.Start(context.Background(), csistack.Options{
+			Kubeconfig: e.Kubeconfig,
+			StateDir:   filepath.Join(e.tmp, "csi"),
+		}); err != nil {
 			e.Stop()
 			return nil, err
 		}
@@ -218,6 +237,9 @@ func (e *Env) Stop() {
 	_ = e.StopServer()
 	if e.S3 != nil {
 		e.S3.Close()
+	}
+	if e.CSI != nil {
+		e.CSI.Stop()
 	}
 	if e.cluster != nil {
 		if err := e.cluster.Stop(); err != nil {
