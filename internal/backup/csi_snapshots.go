@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
@@ -516,7 +517,7 @@ func (r *run) finishCSI(ctx context.Context, aw *archive.Writer) error {
 func (r *run) storeCSI(ctx context.Context, aw *archive.Writer, s *csiSnap) error {
 	cctx, cancel := context.WithTimeout(ctx, csiCallTimeout)
 	defer cancel()
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, "velero.io/backup-name", r.b.Name)
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, v1.BackupNameLabel, v1.LabelValue(r.b.Name))
 	if err := r.e.Client.Patch(cctx, s.vsc, crclient.RawPatch(types.MergePatchType, patch)); err != nil {
 		r.log.Warn("labelling the VolumeSnapshotContent with the backup", "volumeSnapshotContent", s.vsc.Name, "error", err)
 	}
