@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,8 +65,11 @@ type csiState struct {
 	// volumeStep: claims whose snapshot is the native one, taken after
 	// the archive; a pod mounting one keeps its post hooks until then.
 	volumeStep map[string]bool
-	// classesStored are the VolumeSnapshotClasses in the archive.
+	// classesStored are the VolumeSnapshotClasses in the archive;
+	// classes are those the snapshots used, for
+	// <backup>-csi-volumesnapshotclasses.json.gz.
 	classesStored map[string]bool
+	classes       []snapshotv1.VolumeSnapshotClass
 
 	helperOnce sync.Once
 	helper     volumehelper.VolumeHelper
@@ -541,6 +545,12 @@ func (r *run) storeCSI(ctx context.Context, aw *archive.Writer, s *csiSnap) erro
 	}
 	if err := r.writeCSIItem(aw, vscRT, vscItem); err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(r.csi.classes, func(c snapshotv1.VolumeSnapshotClass) bool { return c.Name == s.class }) {
+		cls := snapshotv1.VolumeSnapshotClass{}
+		if err := r.e.Client.Get(cctx, crclient.ObjectKey{Name: s.class}, &cls); err == nil {
+			r.csi.classes = append(r.csi.classes, cls)
+		}
 	}
 	if classRT, ok := r.typesByGR[csisnapshot.VolumeSnapshotClasses]; ok && !r.csi.classesStored[s.class] {
 		cls, err := r.e.lister.get(cctx, classRT, "", s.class)

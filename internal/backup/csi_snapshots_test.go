@@ -303,6 +303,11 @@ func TestCSISnapshotBackup(t *testing.T) {
 	if items["resources/volumesnapshotclasses.snapshot.storage.k8s.io/cluster/"+ns+"-c-velero.json"] == nil {
 		t.Errorf("the VolumeSnapshotClass is not stored; items: %v", keysOf(items))
 	}
+	var classes []snapshotv1.VolumeSnapshotClass
+	if err := f.store.GetGzipJSON(ctx, f.store.BackupKey(b.Name, storage.CSIVolumeSnapshotClassesFile(b.Name)), &classes); err != nil ||
+		len(classes) != 1 || classes[0].Name != ns+"-c-velero" || classes[0].Driver != testDriver {
+		t.Errorf("%s: %+v, %v", storage.CSIVolumeSnapshotClassesFile(b.Name), classes, err)
+	}
 	// Stored once each: the snapshots listed with the namespace are this
 	// backup's own and are not stored a second time as listed.
 	n := 0

@@ -436,6 +436,13 @@ func (r *run) finish(ctx context.Context, out Outcome, res results.Results) erro
 		}},
 		{"volume snapshots", func() error { return r.store.PutVolumeSnapshots(ctx, name, r.snapshots) }},
 		{"pod volume backups", func() error { return r.store.PutPodVolumeBackups(ctx, name, nil) }},
+		{"CSI volume snapshot classes", func() error {
+			// Velero's list of the classes its CSI snapshots used.
+			if len(r.csi.classes) == 0 {
+				return nil
+			}
+			return r.store.PutCSIVolumeSnapshotClasses(ctx, name, r.csi.classes)
+		}},
 		{"volume info", func() error {
 			infos := r.volumeInfos
 			if infos == nil {
