@@ -429,3 +429,45 @@ func toTyped(t *testing.T, obj map[string]any, into any) {
 		t.Fatal(err)
 	}
 }
+
+// TestCSISnapshotsOfAFailedBackupAreDeleted: a backup that fails after its
+// snapshots were taken (its metadata cannot be written) deletes them with
+// their storage snapshots (contents set to Delete), rather than keeping
+// snapshots no backup names.
+func TestCSISnapshotsOfAFailedBackupAreDeleted(t *testing.T) {
+	f, cs, ns := csiFixture(t)
+	ctx := context.Background()
+	c := f.engine.Client
+	csiVolume(t, cs, ns, "data")
+	startFakeSnapshotController(t, c, ns, nil, nil)
+	b := f.backup("csi-broken")
+	f.faulty.failKey, f.faulty.failAfter = "velero-backup.json", 0
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseFailed {
+		t.Fatalf("outcome %+v, want Failed", out)
+	}
+	vss := &snapshotv1.VolumeSnapshotList{}
+	if err := c.List(ctx, vss, crclient.InNamespace(ns)); err != nil || len(vss.Items) != 0 {
+		t.Fatalf("VolumeSnapshots left: %d (%v)", len(vss.Items), err)
+	}
+	vscs := &snapshotv1.VolumeSnapshotContentList{}
+	if err := c.List(ctx, vscs); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, vsc := range vscs.Items {
+		if vsc.Spec.VolumeSnapshotRef.Namespace != ns {
+			continue
+		}
+		n++
+		// No snapshot controller runs here to delete it after its
+		// snapshot; what matters is that it would take the storage
+		// snapshot with it.
+		if vsc.Spec.DeletionPolicy != snapshotv1.VolumeSnapshotContentDelete || vsc.DeletionTimestamp != nil {
+			t.Errorf("content %s: policy %s, deleted %v; want Delete, left to the snapshot controller", vsc.Name, vsc.Spec.DeletionPolicy, vsc.DeletionTimestamp)
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d contents of the namespace, want 1", n)
+	}
+}

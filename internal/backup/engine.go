@@ -246,6 +246,8 @@ func (r *run) execute(ctx context.Context) Outcome {
 			r.log.Error("writing the backup's files failed", "error", err)
 		}
 	}
+	// The CSI snapshots stay with a stored backup and go with a failed one.
+	r.releaseCSI(ctx, out.Phase != v1.BackupPhaseFailed)
 	// A run that wrote nothing must not clean up: under its name is
 	// another backup (its name was taken), or nothing.
 	out.StoredNothing = !r.wrote
@@ -279,9 +281,7 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	// Post hooks held back for the volume step run whatever happens to the
 	// backup: they undo what the pre hooks did.
 	defer r.runDeferredPostHooks(ctx)
-	// The CSI snapshots stay with a stored backup and go with a failed one.
-	uploaded := false
-	defer func() { r.releaseCSI(ctx, uploaded) }()
+
 	// From here on the run writes under the backup's name: a failure must
 	// clean up, and a deletion of the Backup must look in the store.
 	r.wrote = true
@@ -308,7 +308,6 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	if werr != nil {
 		return werr
 	}
-	uploaded = true
 	return r.decideVolumes(ctx)
 }
 
