@@ -660,6 +660,10 @@ func (r *run) csiInfo(v *volumeItem, info *volumefiles.BackupVolumeInfo) bool {
 	if s == nil {
 		return false
 	}
+	if info.PVName == "" {
+		info.PVName = s.pv.Name
+		info.PVInfo = &volumefiles.PVInfo{ReclaimPolicy: string(s.pv.Spec.PersistentVolumeReclaimPolicy), Labels: s.pv.Labels}
+	}
 	info.BackupMethod = volumefiles.CSISnapshot
 	csi := &volumefiles.CSISnapshotInfo{}
 	if s.name != "" {

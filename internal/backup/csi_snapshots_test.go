@@ -471,3 +471,44 @@ func TestCSISnapshotsOfAFailedBackupAreDeleted(t *testing.T) {
 		t.Errorf("%d contents of the namespace, want 1", n)
 	}
 }
+
+// TestCSISnapshotWithoutClusterResources: with cluster-scoped resources
+// left out, the claim still gets its snapshot, and the content and class
+// are stored anyway (Velero's must-include rule), so it can be restored.
+func TestCSISnapshotWithoutClusterResources(t *testing.T) {
+	f, cs, ns := csiFixture(t)
+	ctx := context.Background()
+	csiVolume(t, cs, ns, "data")
+	startFakeSnapshotController(t, f.engine.Client, ns, nil, nil)
+	b := f.backup("csi-namespaced")
+	no := false
+	b.Spec.IncludeClusterResources = &no
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted || out.CSIVolumeSnapshotsCompleted != 1 {
+		t.Fatalf("outcome %+v; errors %s", out, backupErrors(t, f, b.Name))
+	}
+	items := readItems(t, f, b.Name)
+	var vs, vsc, class, pv int
+	for k := range items {
+		switch {
+		case strings.HasPrefix(k, "resources/volumesnapshots.snapshot.storage.k8s.io/"):
+			vs++
+		case strings.HasPrefix(k, "resources/volumesnapshotcontents.snapshot.storage.k8s.io/"):
+			vsc++
+		case strings.HasPrefix(k, "resources/volumesnapshotclasses.snapshot.storage.k8s.io/"):
+			class++
+		case strings.HasPrefix(k, "resources/persistentvolumes/"):
+			pv++
+		}
+	}
+	if vs != 1 || vsc != 1 || class != 1 || pv != 0 {
+		t.Errorf("stored: %d snapshots, %d contents, %d classes, %d volumes; want 1, 1, 1, 0", vs, vsc, class, pv)
+	}
+	infos, err := volumefiles.GetVolumeInfo(ctx, f.store, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].BackupMethod != volumefiles.CSISnapshot || infos[0].PVName != ns+"-data" || infos[0].Result != volumefiles.ResultSucceeded {
+		t.Errorf("volume info %+v", infos)
+	}
+}

@@ -317,11 +317,13 @@ func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, loc
 	}
 	switch d.Action {
 	case policy.Snapshot:
-		if v.pv == nil {
-			skip("its PersistentVolume is not in the backup, so there is nothing to snapshot")
+		// A CSI snapshot is of the claim: it is in the backup even when
+		// the PersistentVolume is not (cluster-scoped items left out).
+		if r.csiInfo(v, &info) {
 			return info, nil
 		}
-		if r.csiInfo(v, &info) {
+		if v.pv == nil {
+			skip("its PersistentVolume is not in the backup, so there is nothing to snapshot")
 			return info, nil
 		}
 		return r.snapshot(ctx, locs, v, d, info)
