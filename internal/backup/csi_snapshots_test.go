@@ -26,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/credentials"
 	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
@@ -510,5 +512,77 @@ func TestCSISnapshotWithoutClusterResources(t *testing.T) {
 	}
 	if len(infos) != 1 || infos[0].BackupMethod != volumefiles.CSISnapshot || infos[0].PVName != ns+"-data" || infos[0].Result != volumefiles.ResultSucceeded {
 		t.Errorf("volume info %+v", infos)
+	}
+}
+
+// pickySnapshotter knows only the CSI volumes whose handle has its prefix.
+type pickySnapshotter struct {
+	*recordingSnapshotter
+	prefix string
+}
+
+func (s pickySnapshotter) GetVolumeID(pv runtime.Unstructured) (string, error) {
+	id, err := s.recordingSnapshotter.GetVolumeID(pv)
+	if err != nil || !strings.HasPrefix(id, s.prefix) {
+		return "", err
+	}
+	return id, nil
+}
+
+// TestCSIVolumeTakenByALocationIsSnapshottedNatively: where a
+// VolumeSnapshotLocation's VolumeSnapshotter knows a CSI volume, it takes
+// the snapshot (natively, after the archive) and no VolumeSnapshot is
+// made; the volume it does not know gets a CSI snapshot.
+func TestCSIVolumeTakenByALocationIsSnapshottedNatively(t *testing.T) {
+	f, cs, ns := csiFixture(t)
+	ctx := context.Background()
+	c := f.engine.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "velero"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	csiVolume(t, cs, ns, "native")
+	csiVolume(t, cs, ns, "data")
+	loc := ns + "-snaps"
+	if err := c.Create(ctx, &v1.VolumeSnapshotLocation{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: loc},
+		Spec: v1.VolumeSnapshotLocationSpec{Provider: "fake.io/snapshots"}}); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := credentials.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer creds.Close()
+	f.engine.SnapshotLocations = &locations.Resolver{Client: c, SecretReader: c, Namespace: "velero", Credentials: creds}
+	rec := &recordingSnapshotter{}
+	f.engine.Plugins = fakePlugins{snapshotters: map[string]api.VolumeSnapshotter{"fake.io/snapshots": pickySnapshotter{rec, "vol-native"}}}
+	startFakeSnapshotController(t, c, ns, nil, nil)
+	b := f.backup("csi-or-native")
+	b.Spec.VolumeSnapshotLocations = []string{loc}
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted || out.VolumeSnapshotsCompleted != 1 || out.CSIVolumeSnapshotsCompleted != 1 || out.CSIVolumeSnapshotsAttempted != 1 {
+		t.Fatalf("outcome %+v; errors %s", out, backupErrors(t, f, b.Name))
+	}
+	if want := []string{"vol-native@" + ns + "-native"}; !reflect.DeepEqual(rec.volumes, want) {
+		t.Errorf("native snapshots %v, want %v", rec.volumes, want)
+	}
+	items := readItems(t, f, b.Name)
+	native := items["resources/persistentvolumeclaims/namespaces/"+ns+"/native.json"]
+	if _, ok := native.GetAnnotations()[csisnapshot.VolumeSnapshotNameLabel]; ok {
+		t.Errorf("the natively snapshotted claim names a VolumeSnapshot: %v", native.GetAnnotations())
+	}
+	data := items["resources/persistentvolumeclaims/namespaces/"+ns+"/data.json"]
+	if !strings.HasPrefix(data.GetAnnotations()[csisnapshot.VolumeSnapshotNameLabel], "velero-data-") {
+		t.Errorf("the CSI claim's annotations %v", data.GetAnnotations())
+	}
+	infos, err := volumefiles.GetVolumeInfo(ctx, f.store, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	methods := map[string]volumefiles.Method{}
+	for _, in := range infos {
+		methods[in.PVCName] = in.BackupMethod
+	}
+	if methods["native"] != volumefiles.NativeSnapshot || methods["data"] != volumefiles.CSISnapshot {
+		t.Errorf("backup methods %v", methods)
 	}
 }
