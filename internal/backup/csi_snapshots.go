@@ -50,8 +50,11 @@ type csiSnap struct {
 	// Set when the snapshot is ready: the objects as stored.
 	vs  *snapshotv1.VolumeSnapshot
 	vsc *snapshotv1.VolumeSnapshotContent
-	// err is why the snapshot is not in the backup (recorded once).
-	err error
+	// err is why the snapshot is not in the backup (recorded once);
+	// skipped: it was not attempted (no class, and only the default chose
+	// it), which is no failure.
+	err     error
+	skipped bool
 }
 
 func (s *csiSnap) claim() string { return s.pvc.Namespace + "/" + s.pvc.Name }
@@ -306,6 +309,7 @@ func (r *run) csiAtClaim(ctx context.Context, data []byte) []byte {
 			// Only the default chose the snapshot (snapshotVolumes
 			// unset): a cluster where nobody set CSI snapshots up keeps
 			// backing up as it did, with a warning saying how to.
+			s.skipped = true
 			r.results.Warning(pvc.Namespace, msg)
 			r.log.Warn("CSI snapshot not taken", "claim", key, "error", err)
 			return data
@@ -659,6 +663,10 @@ func (r *run) csiInfo(v *volumeItem, info *volumefiles.BackupVolumeInfo) bool {
 	r.csi.mu.Unlock()
 	if s == nil {
 		return false
+	}
+	if s.skipped {
+		info.Skipped, info.SkippedReason = true, "CSI snapshot not taken: "+s.err.Error()
+		return true
 	}
 	if info.PVName == "" {
 		info.PVName = s.pv.Name

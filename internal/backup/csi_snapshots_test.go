@@ -586,3 +586,30 @@ func TestCSIVolumeTakenByALocationIsSnapshottedNatively(t *testing.T) {
 		t.Errorf("backup methods %v", methods)
 	}
 }
+
+// TestCSINoClassWhenOnlyTheDefaultChose: with snapshotVolumes unset and no
+// policy, a CSI volume whose driver has no class is a warning, not a
+// failure, and counts as no attempt; the volume information says why.
+func TestCSINoClassWhenOnlyTheDefaultChose(t *testing.T) {
+	f, cs, ns := csiFixture(t)
+	ctx := context.Background()
+	c := f.engine.Client
+	orphanClass := ns + "-orphan"
+	if err := c.Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: orphanClass}, Provisioner: "orphan.csi.example.io"}); err != nil {
+		t.Fatal(err)
+	}
+	createVolume(t, cs, ns, "orphan", orphanClass, corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "orphan.csi.example.io", VolumeHandle: "vol-orphan"}})
+	b := f.backup("csi-default")
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted || out.Warnings == 0 || out.CSIVolumeSnapshotsAttempted != 0 {
+		t.Fatalf("outcome %+v, want Completed with a warning and no attempt", out)
+	}
+	infos, err := volumefiles.GetVolumeInfo(ctx, f.store, b.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || !infos[0].Skipped || infos[0].Result == volumefiles.ResultFailed ||
+		!strings.Contains(infos[0].SkippedReason, "no VolumeSnapshotClass for driver orphan.csi.example.io") {
+		t.Errorf("volume info %+v", infos)
+	}
+}

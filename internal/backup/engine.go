@@ -232,6 +232,9 @@ func (r *run) execute(ctx context.Context) Outcome {
 		}
 	}
 	for _, s := range r.csi.snaps {
+		if s.skipped {
+			continue
+		}
 		out.CSIVolumeSnapshotsAttempted++
 		if s.err == nil && s.vsc != nil {
 			out.CSIVolumeSnapshotsCompleted++
