@@ -613,3 +613,67 @@ func TestCSINoClassWhenOnlyTheDefaultChose(t *testing.T) {
 		t.Errorf("volume info %+v", infos)
 	}
 }
+
+// loggingSnapshotter records its snapshots in the order test's log.
+type loggingSnapshotter struct {
+	*recordingSnapshotter
+	log *eventLog
+}
+
+func (s loggingSnapshotter) CreateSnapshot(volumeID, az string, tags map[string]string) (string, error) {
+	s.log.add("native snapshot " + volumeID)
+	return s.recordingSnapshotter.CreateSnapshot(volumeID, az, tags)
+}
+
+// TestNativeSnapshotHoldsTheHookedPodsPostHook: a hooked pod's claim
+// snapshotted by a VolumeSnapshotter is stored with the pod, but its post
+// hook waits for the native snapshot, taken after the archive.
+func TestNativeSnapshotHoldsTheHookedPodsPostHook(t *testing.T) {
+	f := newFixture(t, 0)
+	ctx := context.Background()
+	c := f.engine.Client
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "velero"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	createVolume(t, cs, f.ns, "data", "gold", corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data/" + f.ns}})
+	hooked := map[string]string{"pre.hook.backup.velero.io/command": `["freeze"]`, "post.hook.backup.velero.io/command": `["thaw"]`}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "db", Annotations: hooked},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
+	created, err := cs.CoreV1().Pods(f.ns).Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Phase = corev1.PodRunning
+	if _, err := cs.CoreV1().Pods(f.ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	loc := f.ns + "-snaps"
+	if err := c.Create(ctx, &v1.VolumeSnapshotLocation{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: loc},
+		Spec: v1.VolumeSnapshotLocationSpec{Provider: "fake.io/snapshots"}}); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := credentials.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer creds.Close()
+	f.engine.SnapshotLocations = &locations.Resolver{Client: c, SecretReader: c, Namespace: "velero", Credentials: creds}
+	log := &eventLog{}
+	f.engine.Hooks = log
+	f.engine.Plugins = fakePlugins{
+		v1:           map[string]api.BackupItemAction{"example.io/record": recordClaims{log: log}},
+		snapshotters: map[string]api.VolumeSnapshotter{"fake.io/snapshots": loggingSnapshotter{&recordingSnapshotter{}, log}},
+	}
+	b := f.backup("native-hooks")
+	b.Spec.VolumeSnapshotLocations = []string{loc}
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted || out.VolumeSnapshotsCompleted != 1 {
+		t.Fatalf("outcome %+v", out)
+	}
+	want := []string{"hook db: freeze", "store pod db", "store persistentvolumeclaim data", "native snapshot /data/" + f.ns, "hook db: thaw"}
+	if !reflect.DeepEqual(log.events, want) {
+		t.Errorf("order of events:\n got %q\nwant %q", log.events, want)
+	}
+}
