@@ -543,10 +543,12 @@ func TestCSIVolumeTakenByALocationIsSnapshottedNatively(t *testing.T) {
 	csiVolume(t, cs, ns, "native")
 	csiVolume(t, cs, ns, "data")
 	loc := ns + "-snaps"
-	if err := c.Create(ctx, &v1.VolumeSnapshotLocation{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: loc},
-		Spec: v1.VolumeSnapshotLocationSpec{Provider: "fake.io/snapshots"}}); err != nil {
+	vsl := &v1.VolumeSnapshotLocation{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: loc},
+		Spec: v1.VolumeSnapshotLocationSpec{Provider: "fake.io/snapshots"}}
+	if err := c.Create(ctx, vsl); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), vsl) })
 	creds, err := credentials.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -649,11 +651,15 @@ func TestNativeSnapshotHoldsTheHookedPodsPostHook(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(f.ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A provider of its own, and the location removed after: other tests
+	// of the package let the only location of fake.io/snapshots be chosen.
 	loc := f.ns + "-snaps"
-	if err := c.Create(ctx, &v1.VolumeSnapshotLocation{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: loc},
-		Spec: v1.VolumeSnapshotLocationSpec{Provider: "fake.io/snapshots"}}); err != nil {
+	vsl := &v1.VolumeSnapshotLocation{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: loc},
+		Spec: v1.VolumeSnapshotLocationSpec{Provider: "fake.io/logged-snapshots"}}
+	if err := c.Create(ctx, vsl); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), vsl) })
 	creds, err := credentials.Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -664,7 +670,7 @@ func TestNativeSnapshotHoldsTheHookedPodsPostHook(t *testing.T) {
 	f.engine.Hooks = log
 	f.engine.Plugins = fakePlugins{
 		v1:           map[string]api.BackupItemAction{"example.io/record": recordClaims{log: log}},
-		snapshotters: map[string]api.VolumeSnapshotter{"fake.io/snapshots": loggingSnapshotter{&recordingSnapshotter{}, log}},
+		snapshotters: map[string]api.VolumeSnapshotter{"fake.io/logged-snapshots": loggingSnapshotter{&recordingSnapshotter{}, log}},
 	}
 	b := f.backup("native-hooks")
 	b.Spec.VolumeSnapshotLocations = []string{loc}
