@@ -45,9 +45,10 @@ verify:
 
 # The pinned golangci-lint with .golangci.yml (vet, staticcheck, unchecked
 # errors, dead code, spelling, gofmt/goimports formatting) over our own
-# modules: the main one, the Velero-SDK plugin and the image builder. A run
-# waits for another golangci-lint on the machine instead of failing.
-LINT_MODULES := . test/compat hack/tools/image
+# modules: the main one, the Velero-SDK plugin, the CSI sanity test and the
+# image builder. A run waits for another golangci-lint on the machine
+# instead of failing.
+LINT_MODULES := . test/compat test/csisanity hack/tools/image
 lint:
 	gl=$$(hack/gotool.sh golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint); \
 	for m in $(LINT_MODULES); do (cd $$m && GOWORK=off $$gl run --allow-serial-runners ./...); done
@@ -77,7 +78,9 @@ csi-tools:
 # real-node (this machine's platform's images imported into it) and
 # end-to-end tests, the Helm chart against `lifeboat install` (test/helm, a
 # module of its own), the copy of Velero's CRDs the main module tests against
-# (test/compat/crds: equal to the Velero module's), the image builder's tests (they build every image for
+# (test/compat/crds: equal to the Velero module's), the test CSI driver
+# against the CSI community's sanity suite (test/csisanity, a module of its
+# own), the image builder's tests (they build every image for
 # this machine's platform, and the lifeboat image for both), the race
 # detector on the packages that share state between goroutines most, then
 # each fuzz target briefly.
@@ -89,6 +92,7 @@ test: verify tools node-tools csi-tools image-deps
 	  LIFEBOAT_IMAGES=$(CURDIR)/bin/images $(GO) test -count=1 -timeout 30m ./...
 	cd test/helm && GOWORK=off $(GO) test -count=1 -timeout 10m ./...
 	cd test/compat && GOWORK=off $(GO) test -count=1 ./crds/
+	cd test/csisanity && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
 	cd hack/tools/image && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 -timeout 15m ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz
@@ -110,13 +114,14 @@ test-unit:
 	$(GO) test -count=1 -short ./...
 
 # A real single-node cluster (internal/localnode: control plane, containerd,
-# kubelet, kube-proxy; needs root) with the images of `make image` imported,
-# in the foreground until interrupted, which removes everything it made.
+# kubelet, kube-proxy; needs root) with the images of `make image` imported
+# and the CSI test stack (storage and snapshot class lifeboat-csi), in the
+# foreground until interrupted, which removes everything it made.
 # Writes an admin kubeconfig to .lifeboat/kubeconfig.
-cluster: tools node-tools
+cluster: tools node-tools csi-tools
 	$(MAKE) image IMAGE_PLATFORMS=local
-	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) \
-	  $(GO) run ./hack/localcluster --node --images bin/images --kubeconfig .lifeboat/kubeconfig
+	KUBEBUILDER_ASSETS=$$(hack/cluster-bins.sh) LIFEBOAT_NODE_BINS=$$(hack/node-bins.sh) LIFEBOAT_CSI_BINS=$$(hack/csi-bins.sh) \
+	  $(GO) run ./hack/localcluster --node --csi --images bin/images --kubeconfig .lifeboat/kubeconfig
 
 # The demo (hack/demo.sh): a real node (needs root, like `make cluster`) with
 # this machine's images, Lifeboat installed in it with two example plugins, a

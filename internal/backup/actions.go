@@ -358,14 +358,15 @@ func (r *run) writeAdditional(ctx context.Context, aw *archive.Writer, id api.Re
 		r.results.Error(id.Namespace, where+": the cluster does not serve "+id.GroupResource.String())
 		return nil
 	}
-	if !r.resources.ShouldIncludeAdditionalItem(id.GroupResource, rt.Namespaced) ||
-		(rt.Namespaced && !r.resources.Namespaces().ShouldInclude(id.Namespace)) {
-		r.log.Info("additional item left out by the backup's filters", "item", id.String())
-		return nil
-	}
 	ns := id.Namespace
 	if !rt.Namespaced {
 		ns = ""
+	}
+	if !r.resources.ShouldIncludeAdditionalItem(id.GroupResource, rt.Namespaced) ||
+		(rt.Namespaced && !r.resources.Namespaces().ShouldInclude(id.Namespace)) ||
+		!r.fine.KeepsName(id.GroupResource, ns, id.Name) {
+		r.log.Info("additional item left out by the backup's filters", "item", id.String())
+		return nil
 	}
 	it, err := r.e.lister.get(ctx, rt, ns, id.Name)
 	if err != nil {

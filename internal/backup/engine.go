@@ -146,7 +146,9 @@ type run struct {
 	perType             map[schema.GroupResource]int
 
 	// Set by plan: the filters, the served types, and the item actions.
-	resources   *selection.ResourceFilter
+	resources *selection.ResourceFilter
+	// fine is the resource policy's fine-grained filters, nil without.
+	fine        *selection.BackupFineFilter
 	typesByGR   map[schema.GroupResource]resourceType
 	actions     []itemAction
 	typeActions map[schema.GroupResource][]itemAction

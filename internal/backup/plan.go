@@ -9,6 +9,7 @@ import (
 
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
+	"github.com/lifeboat-io/lifeboat/pkg/policy"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
 
@@ -29,19 +30,20 @@ type plan struct {
 }
 
 // applyPolicyFilters merges the resource policy's includeExcludePolicy
-// into the backup's resource filter, as Velero does, and records the
-// policy's warnings (what Velero accepts but is likely a mistake) on the
-// backup. The controller validated the policy before the run.
-func (r *run) applyPolicyFilters(ctx context.Context, resources *selection.ResourceFilter, resolver selection.ResourceResolver) error {
+// into the backup's resource filter, as Velero does, resolves its
+// fine-grained filters (nil without), and records the policy's warnings
+// (what Velero accepts but is likely a mistake) on the backup. The
+// controller validated the policy before the run.
+func (r *run) applyPolicyFilters(ctx context.Context, resources *selection.ResourceFilter, resolver selection.ResourceResolver) (*selection.FineFilters, error) {
 	if w := volumehelper.PolicyKindWarning(r.b); w != "" {
 		r.results.Warning("", w)
 	}
 	if r.b.Spec.ResourcePolicy == nil || r.e.Client == nil {
-		return nil
+		return nil, nil
 	}
 	pol, err := volumehelper.LoadPolicies(ctx, r.b, r.e.Client)
 	if err != nil || pol == nil {
-		return err
+		return nil, err
 	}
 	for _, w := range pol.WarningMessages() {
 		r.results.Warning("", "spec.resourcePolicy: "+w)
@@ -50,7 +52,39 @@ func (r *run) applyPolicyFilters(ctx context.Context, resources *selection.Resou
 		// The two types hold the same lists; selection imports no policy.
 		resources.CombineWithPolicy(selection.PolicyFilters(*ie), resolver)
 	}
-	return nil
+	fine, err := selection.NewFineFilters(FineFilterSpec(pol), resolver, selection.ForBackup)
+	if err != nil {
+		return nil, fmt.Errorf("spec.resourcePolicy: %w", err)
+	}
+	fine.WarnExcluded(func(gr schema.GroupResource) bool { return resources.ShouldIncludeResource(gr, true) },
+		"the backup's resource filters (spec and includeExcludePolicy)")
+	for _, w := range fine.Warnings() {
+		r.results.Warning("", "spec.resourcePolicy: "+w)
+	}
+	return fine, nil
+}
+
+// FineFilterSpec copies a policy's fine-grained filters for
+// internal/selection, which imports no policy package.
+func FineFilterSpec(p *policy.Policies) selection.FineFilterSpec {
+	var spec selection.FineFilterSpec
+	if p == nil {
+		return spec
+	}
+	for _, nfp := range p.NamespacedFilterPolicies {
+		e := selection.NamespacedFilterSpec{Namespaces: nfp.Namespaces}
+		for _, rf := range nfp.ResourceFilters {
+			e.Filters = append(e.Filters, selection.KindFilterSpec(rf))
+		}
+		spec.Namespaced = append(spec.Namespaced, e)
+	}
+	if c := p.ClusterScopedFilterPolicy; c != nil {
+		spec.Cluster = make([]selection.KindFilterSpec, 0, len(c.ResourceFilters))
+		for _, rf := range c.ResourceFilters {
+			spec.Cluster = append(spec.Cluster, selection.KindFilterSpec(rf))
+		}
+	}
+	return spec
 }
 
 // plan turns the backup's spec into the LISTs to run.
@@ -83,7 +117,8 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid resource filters: %w", joinErrors(errs))
 	}
-	if err := r.applyPolicyFilters(ctx, resources, resolver); err != nil {
+	fine, err := r.applyPolicyFilters(ctx, resources, resolver)
+	if err != nil {
 		return nil, err
 	}
 	r.resources = resources
@@ -110,6 +145,7 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		return nil, fmt.Errorf("invalid label selector: %w", err)
 	}
 	namespaces := resources.Namespaces()
+	r.fine = selection.NewBackupFineFilter(fine, labels, namespaces)
 
 	serverSelector := ""
 	keepLabels := labels.Matches
@@ -133,7 +169,9 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		case gr == namespacesResource:
 			kept := []rawItem{}
 			for _, it := range allNamespaces {
-				if namespaces.ShouldInclude(it.Name) && !selection.ExcludedFromBackup(it.Labels) {
+				// A clusterScopedFilterPolicy rule for namespaces is held to
+				// its names only: Velero lists namespaces without selectors.
+				if namespaces.ShouldInclude(it.Name) && !selection.ExcludedFromBackup(it.Labels) && r.fine.KeepsName(namespacesResource, "", it.Name) {
 					kept = append(kept, it)
 				}
 			}
@@ -146,17 +184,17 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 				}
 			}
 		case !rt.Namespaced:
-			p.jobs = append(p.jobs, listJob{Type: rt, LabelSelector: serverSelector, Keep: itemKeep(keepLabels, nil)})
+			p.addJob(r.fine, listJob{Type: rt, LabelSelector: serverSelector}, keepLabels, nil)
 		case perNamespace:
 			for _, ns := range explicit {
-				p.jobs = append(p.jobs, listJob{Type: rt, Namespace: ns, LabelSelector: serverSelector, Keep: itemKeep(keepLabels, nil)})
+				p.addJob(r.fine, listJob{Type: rt, Namespace: ns, LabelSelector: serverSelector}, keepLabels, nil)
 			}
 		default:
 			var keepNS func(string) bool
 			if !namespaces.IncludesAll() {
 				keepNS = namespaces.ShouldInclude
 			}
-			p.jobs = append(p.jobs, listJob{Type: rt, LabelSelector: serverSelector, Keep: itemKeep(keepLabels, keepNS)})
+			p.addJob(r.fine, listJob{Type: rt, LabelSelector: serverSelector}, keepLabels, keepNS)
 		}
 	}
 	// Namespaces go last: which of them to keep can depend on the items
@@ -165,6 +203,34 @@ func (r *run) plan(ctx context.Context) (*plan, error) {
 		p.jobs = append(p.jobs, *namespaceJob)
 	}
 	return p, nil
+}
+
+// addJob adds a LIST whose items are kept by the spec's label selector
+// (keepLabels, when the LIST's selector cannot say it all) and namespace
+// filter (keepNS, for a LIST across the cluster). Under the resource
+// policy's fine-grained filters (fine non-nil) those decide instead: they
+// may leave the type out there, replace the LIST's selector, and judge each
+// item by its labels and name, as Velero's LISTs and item checks do.
+func (p *plan) addJob(fine *selection.BackupFineFilter, job listJob, keepLabels func(map[string]string) bool, keepNS func(string) bool) {
+	if fine == nil {
+		job.Keep = itemKeep(keepLabels, keepNS)
+		p.jobs = append(p.jobs, job)
+		return
+	}
+	gr, namespaced := job.Type.GroupResource(), job.Type.Namespaced
+	skip, server := fine.ListPlan(gr, namespaced, job.Namespace)
+	if skip {
+		return
+	}
+	job.LabelSelector = ""
+	if server != nil {
+		job.LabelSelector = server.String()
+	}
+	keepRest := itemKeep(nil, keepNS)
+	job.Keep = func(it rawItem) bool {
+		return keepRest(it) && fine.KeepsLabels(gr, namespaced, it.Namespace, it.Labels) && fine.KeepsName(gr, it.Namespace, it.Name)
+	}
+	p.jobs = append(p.jobs, job)
 }
 
 // listNamespaces returns every namespace in one unpaged LIST. The plan

@@ -71,16 +71,18 @@ func ValidateVolumes(ctx context.Context, c crclient.Reader, b *v1.Backup) (snap
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	pol, err := volumehelper.LoadPolicies(cctx, b, c)
-	if fields := pol.FineGrainedFields(); err == nil && len(fields) > 0 {
-		msgs = append(msgs, fmt.Sprintf("spec.resourcePolicy: ConfigMap %s/%s: %s: not supported by Lifeboat yet (fine-grained filters are not applied); "+
-			"remove them from the policy and filter with the backup's namespace, resource and label filters", b.Namespace, b.Spec.ResourcePolicy.Name, strings.Join(fields, ", ")))
+	old := selection.OldResourceFilterFields(&b.Spec)
+	if err == nil && pol != nil && pol.IncludeExcludePolicy != nil && len(old) > 0 {
+		msgs = append(msgs, fmt.Sprintf("%s: cannot be used with the resource policy's includeExcludePolicy (ConfigMap %s/%s), as in Velero; "+
+			"filter with spec.included/excludedNamespaceScopedResources and spec.included/excludedClusterScopedResources instead, or remove includeExcludePolicy",
+			strings.Join(old, ", "), b.Namespace, b.Spec.ResourcePolicy.Name))
 	}
-	if err == nil && pol != nil && pol.IncludeExcludePolicy != nil {
-		if old := selection.OldResourceFilterFields(&b.Spec); len(old) > 0 {
-			msgs = append(msgs, fmt.Sprintf("%s: cannot be used with the resource policy's includeExcludePolicy (ConfigMap %s/%s), as in Velero; "+
-				"filter with spec.included/excludedNamespaceScopedResources and spec.included/excludedClusterScopedResources instead, or remove includeExcludePolicy",
-				strings.Join(old, ", "), b.Namespace, b.Spec.ResourcePolicy.Name))
-		}
+	// Velero refuses its fine-grained filters beside the old resource
+	// filters too: resource types then belong in includeExcludePolicy.
+	if fields := pol.FineGrainedFields(); err == nil && len(fields) > 0 && len(old) > 0 {
+		msgs = append(msgs, fmt.Sprintf("%s: cannot be used with the resource policy's %s (ConfigMap %s/%s), as in Velero; "+
+			"list resource types in the policy's includeExcludePolicy or in spec.included/excludedNamespaceScopedResources and spec.included/excludedClusterScopedResources instead",
+			strings.Join(old, ", "), strings.Join(fields, " and "), b.Namespace, b.Spec.ResourcePolicy.Name))
 	}
 	if err != nil {
 		var verr *policy.ValidationError

@@ -425,7 +425,7 @@ func TestInstallWaitsForACRDBeingDeleted(t *testing.T) {
 	now := metav1.Now()
 	going.DeletionTimestamp, going.Finalizers = &now, []string{"customresourcecleanup.apiextensions.k8s.io"}
 	c := newFakeBuilder(t, going).WithInterceptorFuncs(establishCRDs()).Build()
-	out, _, err := run(t, newTestFactory(c), "install", "--timeout", "50ms")
+	out, _, err := run(t, newTestFactory(c), "install", "--timeout", "1s")
 	if err == nil || !strings.Contains(err.Error(), going.Name+" is still being deleted") || !strings.Contains(out, "being deleted; waiting") {
 		t.Errorf("error = %v, want install to wait for %s to go and then give up\n%s", err, going.Name, out)
 	}

@@ -16,14 +16,15 @@ import (
 func newPolicyCommand(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Work with resource policies (volume policies and include/exclude filters)",
+		Short: "Work with resource policies (volume policies, include/exclude and fine-grained filters)",
 	}
 	cmd.AddCommand(newPolicyValidateCommand(), newPolicyExplainCommand(f))
 	return cmd
 }
 
 func newPolicyValidateCommand() *cobra.Command {
-	return &cobra.Command{
+	var forRestore bool
+	cmd := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a resource policy file and print every problem in it",
 		Long: "Check a resource policy without a cluster. FILE holds the policy YAML (the value\n" +
@@ -32,9 +33,15 @@ func newPolicyValidateCommand() *cobra.Command {
 			"backup using the policy would fail validation with. What Velero accepts is valid;\n" +
 			"where that is most likely a mistake (a volume type or phase that never matches, a\n" +
 			"condition with no value) a warning line names the field and the fix, and the\n" +
-			"backups using the policy carry the same warnings.",
+			"backups using the policy carry the same warnings.\n\n" +
+			"Backups apply every section: volumePolicies, includeExcludePolicy, and the\n" +
+			"fine-grained filters namespacedFilterPolicies and clusterScopedFilterPolicy\n" +
+			"(docs/policies.md). A restore's policy (spec.resourcePolicy, restore create\n" +
+			"--resource-policies-configmap) may hold only the fine-grained filters, as in\n" +
+			"Velero: --restore checks the policy as a restore reads it.",
 		Example: "  lifeboat policy validate volume-policy.yaml\n" +
-			"  kubectl get configmap -n velero my-policy -o yaml | lifeboat policy validate -",
+			"  kubectl get configmap -n velero my-policy -o yaml | lifeboat policy validate -\n" +
+			"  lifeboat policy validate --restore restore-filters.yaml",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -55,10 +62,24 @@ func newPolicyValidateCommand() *cobra.Command {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			out := cmd.OutOrStdout()
+			if forRestore {
+				if problems := p.RestoreProblems(); len(problems) > 0 {
+					for _, m := range problems {
+						fmt.Fprintln(out, m)
+					}
+					return fmt.Errorf("%s: invalid for a restore (%s)", name, plural(len(problems), "problem", "problems"))
+				}
+			}
 			for _, w := range p.WarningMessages() {
 				fmt.Fprintln(out, "warning: "+w)
 			}
 			summary := plural(len(p.VolumePolicies), "volume policy", "volume policies")
+			if n := len(p.NamespacedFilterPolicies); n > 0 {
+				summary += ", " + plural(n, "namespaced filter policy", "namespaced filter policies")
+			}
+			if p.ClusterScopedFilterPolicy != nil {
+				summary += ", a cluster-scoped filter policy"
+			}
 			if len(p.Warnings) > 0 {
 				summary += ", " + plural(len(p.Warnings), "warning", "warnings")
 			}
@@ -66,6 +87,8 @@ func newPolicyValidateCommand() *cobra.Command {
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&forRestore, "restore", false, "check the policy as a restore reads it: only namespacedFilterPolicies and clusterScopedFilterPolicy are allowed (Velero's rule)")
+	return cmd
 }
 
 // readPolicyFile reads at most policy.MaxFileBytes, so a wrong file name

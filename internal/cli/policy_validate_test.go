@@ -244,3 +244,33 @@ func TestPolicyValidateRefusesAliasBombs(t *testing.T) {
 		})
 	}
 }
+
+// Fine-grained filters are counted; --restore refuses what Velero's
+// restore refuses (fine-grained-restore-filters.md, example 14).
+func TestPolicyValidateFineGrainedFilters(t *testing.T) {
+	const doc = `version: v1
+volumePolicies:
+  - conditions:
+      capacity: "0,10Gi"
+    action:
+      type: fs-backup
+namespacedFilterPolicies:
+  - namespaces:
+      - production
+    resourceFilters:
+      - kinds: [ConfigMap, Secret]
+        names: ["app-*"]
+clusterScopedFilterPolicy:
+  resourceFilters:
+    - kinds: [StorageClass]
+`
+	path := writePolicyFile(t, doc)
+	out, _, err := run(t, newTestFactory(nil), "policy", "validate", path)
+	if err != nil || out != path+": valid (1 volume policy, 1 namespaced filter policy, a cluster-scoped filter policy)\n" {
+		t.Errorf("validate: %q, %v", out, err)
+	}
+	out, _, err = run(t, newTestFactory(nil), "policy", "validate", "--restore", path)
+	if err == nil || err.Error() != path+": invalid for a restore (1 problem)" || !strings.HasPrefix(out, "volumePolicies: not supported for restores") {
+		t.Errorf("validate --restore: %q, %v", out, err)
+	}
+}

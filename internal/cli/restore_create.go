@@ -112,7 +112,7 @@ func newRestoreCreateCommand(f *Factory) *cobra.Command {
 	fl.StringToStringVar(&o.annotations, "annotations", nil, "annotations for the restore, as key=value,key=value")
 	fl.Var(&o.allowPartiallyFailed, "allow-partially-failed", "with --from-schedule: restore the newest Completed or PartiallyFailed backup of the schedule (without it: the newest Completed)")
 	fl.Lookup("allow-partially-failed").NoOptDefVal = "true"
-	fl.StringVar(&o.resourcePolicy, "resource-policies-configmap", "", "ConfigMap holding a resource policy for the restore")
+	fl.StringVar(&o.resourcePolicy, "resource-policies-configmap", "", "ConfigMap holding the restore's resource policy: Velero's fine-grained filters (namespacedFilterPolicies, clusterScopedFilterPolicy) and nothing else")
 	fl.StringVar(&o.resourceModifier, "resource-modifier-configmap", "", "ConfigMap holding resource modifier rules for the restore")
 	fl.StringSliceVar(&o.statusInclude, "status-include-resources", nil, "resources whose status is restored too, as resource.group")
 	fl.StringSliceVar(&o.statusExclude, "status-exclude-resources", nil, "resources whose status is not restored, as resource.group")

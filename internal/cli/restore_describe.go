@@ -132,6 +132,9 @@ func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResul
 	d.blank()
 	d.line("Label selector:\t%s", selectorString(spec.LabelSelector))
 	d.line("Or label selector:\t%s", orSelectorString(spec.OrLabelSelectors))
+	if spec.ResourcePolicy != nil {
+		d.line("Resource policies:\t%s %s", spec.ResourcePolicy.Kind, spec.ResourcePolicy.Name)
+	}
 	d.blank()
 	d.line("Restore PVs:\t%s", boolPtrString(spec.RestorePVs, "true", "false", "auto"))
 	d.line("Existing resource policy:\t%s", valueOr(string(spec.ExistingResourcePolicy), none))

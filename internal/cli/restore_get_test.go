@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -188,6 +189,20 @@ func TestRestoreDescribe(t *testing.T) {
 	}
 	if strings.Contains(out, "Resource List") || strings.Contains(out, "Namespaces:\n shop") {
 		t.Errorf("details shown without --details:\n%s", out)
+	}
+}
+
+// The restore's resource policy is named, as backup describe names its.
+func TestRestoreDescribeResourcePolicy(t *testing.T) {
+	done, _ := sampleRestores()
+	done.Spec.ResourcePolicy = &corev1.TypedLocalObjectReference{Kind: "configmap", Name: "restore-filters"}
+	c := newFakeBuilder(t, done).Build()
+	out, _, err := run(t, newTestFactory(c), "restore", "describe", "web-copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := squeeze(out); !strings.Contains(got, "Or label selector: <none>\nResource policies: configmap restore-filters\n") {
+		t.Errorf("description lacks the resource policy:\n%s", out)
 	}
 }
 

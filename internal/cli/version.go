@@ -41,7 +41,9 @@ func newVersionCommand(f *Factory) *cobra.Command {
 			}
 			fmt.Fprintln(out, "Server:")
 			fmt.Fprintf(out, "\tVersion: %s\n", valueOr(ssr.Status.ServerVersion, "<unknown>"))
-			if ssr.Status.ServerVersion != buildinfo.Version {
+			// The server reports Velero's version with its own as build
+			// metadata (buildinfo.ServerVersion), so Velero's CLI accepts it.
+			if ssr.Status.ServerVersion != buildinfo.ServerVersion(buildinfo.Version) {
 				fmt.Fprintln(out, "# Note: the client and the server are different builds.")
 			}
 			return nil

@@ -148,6 +148,7 @@ func (r *RestoreReconciler) runRestore(ctx context.Context, rs *v1.Restore) erro
 func (r *RestoreReconciler) validate(ctx context.Context, rs *v1.Restore) (*v1.Backup, []string, error) {
 	spec := &rs.Spec
 	msgs := restore.Validate(spec)
+	msgs = append(msgs, restore.ValidatePolicy(ctx, r.APIReader, rs)...)
 	if spec.BackupName == "" && spec.ScheduleName == "" {
 		return nil, append(msgs, "spec.backupName: name the backup to restore, or set spec.scheduleName to restore the newest Completed backup of a schedule"), nil
 	}

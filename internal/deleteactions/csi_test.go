@@ -146,7 +146,10 @@ func TestCSISnapshotCleanupDeletesOnlyTheBackupsSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	if err := execute(action, itemOf(content(contentA, nil)), a); err != nil {
+	// Stored as Velero stores it, labelled: the storage snapshot step runs
+	// first (the fake driver no longer has the snapshot).
+	startFakeSnapshotter(t)
+	if err := execute(action, itemOf(content(contentA, la)), a); err != nil {
 		t.Fatalf("Execute on A's content: %v", err)
 	}
 	var sawDeleteWhileLive bool

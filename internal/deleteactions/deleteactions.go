@@ -3,8 +3,10 @@
 // with RegisterBuiltIn), so `lifeboat plugin get` lists them and a plugin
 // binary of the same name replaces them.
 //
-// lifeboat.io/csi-snapshot-cleanup deletes the CSI VolumeSnapshots and
-// VolumeSnapshotContents a backup made, storage snapshots included.
+// lifeboat.io/csi-snapshot-cleanup deletes the storage snapshots of the
+// VolumeSnapshotContents a backup stored, whether or not the contents are
+// still in the cluster (through a content made again for the purpose, as
+// Velero does), and the backup's VolumeSnapshots and contents that are.
 //
 // lifeboat.io/labelled-resource-cleanup deletes objects labelled with the
 // backup's name, of kinds listed in ConfigMaps of the server namespace:
@@ -85,6 +87,9 @@ type Clients struct {
 	// Namespace is the server's namespace, where the cleanup ConfigMaps live.
 	Namespace string
 	Log       *slog.Logger
+	// CSIWait bounds each wait for the snapshot controllers (zero:
+	// DefaultCSIWait).
+	CSIWait time.Duration
 
 	mu        sync.Mutex
 	lastReset time.Time
@@ -126,6 +131,13 @@ func (c *Clients) mayReset() bool {
 	c.lastReset = time.Now()
 	rm.Reset()
 	return true
+}
+
+func (c *Clients) csiWait() time.Duration {
+	if c.CSIWait <= 0 {
+		return DefaultCSIWait
+	}
+	return c.CSIWait
 }
 
 func (c *Clients) log() *slog.Logger {

@@ -69,6 +69,27 @@ func (e *Engine) loadActions(ctx context.Context) ([]*action, error) {
 	return out, nil
 }
 
+// progressOf returns the progress of each action over one source of items
+// (the tarball: suffix ""), from the checkpoint or new.
+func (r *run) progressOf(actions []*action, suffix string) []*progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	progs := make([]*progress, len(actions))
+	for i, a := range actions {
+		name := a.name + suffix
+		for _, p := range r.actions {
+			if p.name == name {
+				progs[i] = p
+			}
+		}
+		if progs[i] == nil {
+			progs[i] = newProgress(v1.DeletionProgress{Name: name}, r.e.window())
+			r.actions = append(r.actions, progs[i])
+		}
+	}
+	return progs
+}
+
 // task is one item and the actions it is still to be passed to.
 type task struct {
 	it      *tarItem
@@ -92,20 +113,7 @@ func (r *run) itemActions(ctx context.Context) error {
 	if len(actions) == 0 {
 		return nil
 	}
-	r.mu.Lock()
-	progs := make([]*progress, len(actions))
-	for i, a := range actions {
-		for _, p := range r.actions {
-			if p.name == a.name {
-				progs[i] = p
-			}
-		}
-		if progs[i] == nil {
-			progs[i] = newProgress(v1.DeletionProgress{Name: a.name}, r.e.window())
-			r.actions = append(r.actions, progs[i])
-		}
-	}
-	r.mu.Unlock()
+	progs := r.progressOf(actions, "")
 
 	// waiting is signalled whenever a call finishes, for a scanner waiting
 	// on the window; and on cancellation, so it stops waiting.
@@ -147,7 +155,7 @@ func (r *run) itemActions(ctx context.Context) error {
 	}
 
 	backup := r.in.Backup.Name
-	scanErr := scan(ctx, r.in.Store, backup, r.e.Limits, func(it *tarItem) error {
+	onItem := func(it *tarItem) error {
 		// Matching decodes the item's labels, so it happens outside the
 		// lock. Whether this position is done cannot change meanwhile: only
 		// calls for earlier positions are running.
@@ -205,15 +213,31 @@ func (r *run) itemActions(ctx context.Context) error {
 		r.dirty = true
 		r.mu.Unlock()
 		return nil
-	})
+	}
+	scanErr := scan(ctx, r.in.Store, backup, r.e.Limits, onItem)
+	fromVolumeInfo := false
+	if errors.Is(scanErr, errNoTarball) {
+		// No task was handed out: the workers wait for the first, which is
+		// sent after progs is replaced.
+		fromVolumeInfo = true
+		progs = r.progressOf(actions, VolumeInfoSource)
+		var rebuilt int
+		scanErr = volumeInfoItems(ctx, r.in.Store, r.in.Backup, func(it *tarItem) error { rebuilt++; return onItem(it) })
+		if scanErr == nil && rebuilt == 0 {
+			scanErr = errNoVolumeInfo // nothing in it to pass
+		}
+	}
 	close(tasks)
 	wg.Wait()
 	close(stopFlusher)
 	<-flusherDone
 
-	if errors.Is(scanErr, errNoTarball) {
+	if errors.Is(scanErr, errNoVolumeInfo) {
 		r.warn(fmt.Sprintf("the tarball of backup %s is not in the store; DeleteItemActions were not called", backup))
 		return nil
+	}
+	if fromVolumeInfo && scanErr == nil {
+		r.warn(fmt.Sprintf("the tarball of backup %s is not in the store; DeleteItemActions got only the CSI snapshots its volume information names", backup))
 	}
 	if scanErr != nil {
 		if ctx.Err() != nil {

@@ -322,6 +322,7 @@ func (s *fakeSnapshotter) SetVolumeID(pv runtime.Unstructured, _ string) (runtim
 
 type fakePlugins struct {
 	actions      map[string]*fakeAction
+	impls        map[string]api.DeleteItemAction // other actions
 	remote       map[string]bool
 	snapshotters map[string]*fakeSnapshotter
 }
@@ -334,10 +335,16 @@ func (p *fakePlugins) Names(kind api.Kind) []string {
 	for n := range p.actions {
 		names = append(names, n)
 	}
+	for n := range p.impls {
+		names = append(names, n)
+	}
 	return names
 }
 
 func (p *fakePlugins) DeleteItemAction(name string) (api.DeleteItemAction, error) {
+	if impl, ok := p.impls[name]; ok {
+		return impl, nil
+	}
 	a, ok := p.actions[name]
 	if !ok {
 		return nil, fmt.Errorf("no DeleteItemAction %q", name)
@@ -354,6 +361,13 @@ func (p *fakePlugins) VolumeSnapshotter(name string) (api.VolumeSnapshotter, err
 		return nil, fmt.Errorf("no VolumeSnapshotter %q", name)
 	}
 	return s, nil
+}
+
+func (p *fakePlugins) addImpl(name string, impl api.DeleteItemAction) {
+	if p.impls == nil {
+		p.impls = map[string]api.DeleteItemAction{}
+	}
+	p.impls[name] = impl
 }
 
 func (p *fakePlugins) add(log *callLog, name string, sel api.ResourceSelector) *fakeAction {

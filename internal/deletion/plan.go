@@ -82,15 +82,26 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 		p.Actions = append(p.Actions, ActionPlan{Name: a.name, AppliesTo: a.selector, Items: []Item{}})
 	}
 	if stored != nil && len(actions) > 0 {
-		err := scan(ctx, stored, b.Name, e.Limits, func(it *tarItem) error {
+		onItem := func(it *tarItem) error {
 			for i, a := range actions {
 				if a.matches(it) {
 					p.Actions[i].Items = append(p.Actions[i].Items, it.item())
 				}
 			}
 			return nil
-		})
+		}
+		err := scan(ctx, stored, b.Name, e.Limits, onItem)
 		if errors.Is(err, errNoTarball) {
+			var rebuilt int
+			err = volumeInfoItems(ctx, stored, b, func(it *tarItem) error { rebuilt++; return onItem(it) })
+			if err == nil && rebuilt == 0 {
+				err = errNoVolumeInfo
+			}
+			if err == nil {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("the tarball of backup %s is not in the store; DeleteItemActions would get only the CSI snapshots its volume information names", b.Name))
+			}
+		}
+		if errors.Is(err, errNoVolumeInfo) {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("the tarball of backup %s is not in the store; DeleteItemActions would not be called", b.Name))
 		} else if err != nil {
 			return nil, err

@@ -44,13 +44,15 @@ func ClusterGrants(restoreRBAC bool) []Grant {
 		// Restores create whatever the backup holds (namespaces too), and
 		// patch existing objects (existingResourcePolicy: update) and the
 		// owner references of restored ones. The built-in CSI cleanup
-		// patches a VolumeSnapshotContent's deletionPolicy with it.
+		// creates VolumeSnapshotContents to have storage snapshots deleted
+		// and patches contents' deletionPolicy and finalizers with it.
 		{
 			Rule: rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: writeVerbs},
 			Why: "create and patch on every resource: a restore creates objects of any kind the backup holds, " +
 				"patches existing ones when existingResourcePolicy is update and the owner references of what it restored; " +
 				"a backup creates the CSI VolumeSnapshots of its claims and patches their contents (backup label, deletionPolicy Retain before removing them); " +
-				"the CSI snapshot cleanup patches a VolumeSnapshotContent's deletionPolicy before deleting it",
+				"the CSI snapshot cleanup creates a VolumeSnapshotContent from a deleted backup's stored one so the driver deletes its storage snapshot, " +
+				"and patches a content's deletionPolicy before deleting it (and the finalizers of one whose VolumeSnapshot is gone)",
 		},
 		// Backup hooks and restore exec hooks run commands in pods. The
 		// wildcard create above covers pods/exec already; the rule names

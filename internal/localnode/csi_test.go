@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lifeboat-io/lifeboat/internal/testutil/csistack"
 )
@@ -165,6 +167,10 @@ func TestCSIVolumesCarryDataThroughASnapshot(t *testing.T) {
 	}
 	assertNothingLeft(t, root, before)
 }
+
+// The stack's client is controller-runtime's, which complains on stderr
+// when a test binary that runs for more than 30 s never set its logger.
+func init() { ctrllog.SetLogger(logr.Discard()) }
 
 func csiClaim(ns, name string, source *corev1.TypedObjectReference) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{

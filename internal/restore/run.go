@@ -134,7 +134,7 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err := r.types.refresh(); err != nil {
 		return err
 	}
-	keep, err := r.filter()
+	keep, err := r.filter(ctx)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (r *run) execute(ctx context.Context) (err error) {
 
 // filter builds the per-item decision from the restore's spec, with
 // Velero's include/exclude rules.
-func (r *run) filter() (filter, error) {
+func (r *run) filter(ctx context.Context) (filter, error) {
 	spec := r.rs.Spec
 	bs := &v1.BackupSpec{
 		IncludedNamespaces:      spec.IncludedNamespaces,
@@ -210,6 +210,10 @@ func (r *run) filter() (filter, error) {
 	if err != nil {
 		return nil, err
 	}
+	fine, err := r.fineFilters(ctx, resolver, resources)
+	if err != nil {
+		return nil, err
+	}
 	namespaces := resources.Namespaces()
 	return func(ref archive.ItemRef, data []byte) (bool, error) {
 		if nonRestorable[ref.GroupResource] {
@@ -228,6 +232,15 @@ func (r *run) filter() (filter, error) {
 		if gr == grNamespaces && !namespaces.ShouldInclude(ref.Name) {
 			return false, nil
 		}
+		if fine != nil {
+			// The policy's rules replace the spec's label selector where
+			// they apply; they judge the item by the backup's namespace.
+			head, err := readHead(data)
+			if err != nil {
+				return false, err
+			}
+			return fine.RestoreSelects(gr, head.Kind, ref.Namespace, ref.Name, head.Metadata.Labels, labels), nil
+		}
 		if !labels.Selects() {
 			return true, nil
 		}
@@ -237,6 +250,30 @@ func (r *run) filter() (filter, error) {
 		}
 		return labels.Matches(l), nil
 	}, nil
+}
+
+// fineFilters resolves the fine-grained filters of the restore's resource
+// policy (validated before the run), nil without; their warnings and the
+// kinds the spec's resource filters exclude anyway go to the restore's
+// warnings, as Velero logs them.
+func (r *run) fineFilters(ctx context.Context, resolver selection.ResourceResolver, resources *selection.ResourceFilter) (*selection.FineFilters, error) {
+	if r.rs.Spec.ResourcePolicy == nil || r.e.acc.Reader == nil {
+		return nil, nil
+	}
+	pol, err := LoadPolicy(ctx, r.e.acc.Reader, r.rs)
+	if err != nil {
+		return nil, err
+	}
+	fine, err := selection.NewFineFilters(fineFilterSpec(pol), resolver, selection.ForRestore)
+	if err != nil {
+		return nil, fmt.Errorf("spec.resourcePolicy: %w", err)
+	}
+	fine.WarnExcluded(func(gr schema.GroupResource) bool { return resources.ShouldIncludeResource(gr, true) },
+		"the restore's resource filters (spec.includedResources/excludedResources)")
+	for _, w := range fine.Warnings() {
+		r.results.Warning("", "spec.resourcePolicy: "+w)
+	}
+	return fine, nil
 }
 
 // restoreType creates every spooled item of one type, a few at a time.

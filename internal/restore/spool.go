@@ -216,6 +216,22 @@ func (s *spool) each(gr string, fn func(spooledItem) error) error {
 	return nil
 }
 
+// itemHead is what the filters read of an item: its kind and labels.
+type itemHead struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+}
+
+func readHead(data []byte) (itemHead, error) {
+	var head itemHead
+	if err := json.Unmarshal(data, &head); err != nil {
+		return head, fmt.Errorf("decoding item: %w", err)
+	}
+	return head, nil
+}
+
 // itemLabels reads an item's labels for label-selector filtering.
 func itemLabels(data []byte) (map[string]string, error) {
 	var head struct {

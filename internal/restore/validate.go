@@ -29,9 +29,6 @@ func Validate(spec *v1.RestoreSpec) []string {
 	if spec.UploaderConfig != nil && (spec.UploaderConfig.WriteSparseFiles != nil || spec.UploaderConfig.ParallelFilesDownload != 0) {
 		unsupported("spec.uploaderConfig", "there is no file-system restore agent")
 	}
-	if spec.ResourcePolicy != nil {
-		unsupported("spec.resourcePolicy", "resource filter policies are not applied to restores; use the spec's filters")
-	}
 	switch spec.ExistingResourcePolicy {
 	case "", v1.PolicyTypeNone, v1.PolicyTypeUpdate:
 	default:

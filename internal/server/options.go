@@ -66,6 +66,10 @@ type Options struct {
 	// PluginIdleTimeout stops a plugin process started for one config (of a
 	// storage or snapshot location) after this long without calls.
 	PluginIdleTimeout time.Duration
+	// CSISnapshotWait bounds each wait of the built-in CSI cleanup for the
+	// snapshot controllers (deleteactions.Clients.CSIWait); zero is its
+	// default. Not a flag: the tests shorten it to see a failure quickly.
+	CSISnapshotWait time.Duration
 	// CredentialsDir holds the credential files handed to ObjectStore and
 	// VolumeSnapshotter plugins (internal/credentials): mode 0700, owned
 	// by the server, emptied at start and stop. Empty means credentials/ in

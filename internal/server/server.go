@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver,
 			Log: log.With("controller", "gc"),
 		},
-		&controller.ServerStatusReconciler{Client: mgr.GetClient(), Version: controller.ServerVersion(buildinfo.Version), Plugins: pluginInfos(plugins), TTL: time.Minute},
+		&controller.ServerStatusReconciler{Client: mgr.GetClient(), Version: buildinfo.ServerVersion(buildinfo.Version), Plugins: pluginInfos(plugins), TTL: time.Minute},
 		&controller.DownloadRequestReconciler{
 			Client: mgr.GetClient(), Locations: resolver, URLTTL: 10 * time.Minute,
 			Log: log.With("controller", "downloadrequest"),
@@ -287,6 +287,7 @@ func startPlugins(ctx context.Context, acc *cluster.Access, opts Options, log *s
 		}
 	}
 	cleanup := deleteactions.NewClients(acc, opts.Namespace, log)
+	cleanup.CSIWait = opts.CSISnapshotWait
 	if err := h.RegisterBuiltIn(api.KindDeleteItemAction, deleteactions.CSISnapshotCleanupName, func() (any, error) {
 		return deleteactions.NewCSISnapshotCleanup(cleanup), nil
 	}); err != nil {

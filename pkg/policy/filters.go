@@ -9,18 +9,17 @@ import (
 )
 
 // NamespacedFilterPolicy is one entry of Velero's namespacedFilterPolicies:
-// per-kind label and name rules for the namespaces its patterns match.
-// Lifeboat reads and validates it as Velero does, but does not apply it yet:
-// a backup naming a policy that has one fails validation (see
-// FineGrainedFields).
+// an allowlist of kinds, each with its label and name rules, for the
+// namespaces its patterns match (an exact name wins over patterns, else
+// the first matching pattern in the policy's order).
 type NamespacedFilterPolicy struct {
 	Namespaces      []string
 	ResourceFilters []ResourceFilter
 }
 
-// ClusterScopedFilterPolicy is Velero's clusterScopedFilterPolicy: per-kind
-// label and name rules for cluster-scoped resources. Read and validated,
-// not applied (see NamespacedFilterPolicy).
+// ClusterScopedFilterPolicy is Velero's clusterScopedFilterPolicy: label
+// and name rules for the cluster-scoped kinds it lists; other kinds keep
+// the backup's or restore's own filters.
 type ClusterScopedFilterPolicy struct {
 	ResourceFilters []ResourceFilter
 }
@@ -35,8 +34,9 @@ type ResourceFilter struct {
 	ExcludedNames    []string
 }
 
-// FineGrainedFields names the fine-grained filter policies p holds, which
-// Lifeboat does not apply yet; nil when it holds none.
+// FineGrainedFields names the fine-grained filter policies p holds, nil
+// when it holds none. Velero refuses them beside a backup's old resource
+// filters (includedResources, excludedResources, includeClusterResources).
 func (p *Policies) FineGrainedFields() []string {
 	if p == nil {
 		return nil
@@ -47,6 +47,26 @@ func (p *Policies) FineGrainedFields() []string {
 	}
 	if p.ClusterScopedFilterPolicy != nil {
 		out = append(out, "clusterScopedFilterPolicy")
+	}
+	return out
+}
+
+// RestoreProblems are Velero's refusals of a restore's policy: a restore
+// reads only the fine-grained filters, and Velero fails a restore whose
+// policy has volumePolicies or includeExcludePolicy rather than ignore
+// them. Each message names the field and the fix; nil when p is fit for a
+// restore.
+func (p *Policies) RestoreProblems() []string {
+	if p == nil {
+		return nil
+	}
+	const fix = "give the restore a ConfigMap holding only namespacedFilterPolicies and clusterScopedFilterPolicy"
+	var out []string
+	if len(p.VolumePolicies) > 0 {
+		out = append(out, "volumePolicies: not supported for restores (Velero refuses them too); "+fix)
+	}
+	if p.IncludeExcludePolicy != nil {
+		out = append(out, "includeExcludePolicy: not supported for restores (Velero refuses it too); "+fix+", and filter resources with the restore's includedResources/excludedResources")
 	}
 	return out
 }

@@ -193,13 +193,9 @@ func (p *parser) document(data []byte) *Policies {
 	}
 	if n := entries.get("namespacedFilterPolicies"); n != nil && !isNull(n) {
 		out.NamespacedFilterPolicies = p.namespacedFilterPolicies(n, "namespacedFilterPolicies")
-		if len(out.NamespacedFilterPolicies) > 0 {
-			p.warn(n, "namespacedFilterPolicies", "not applied by Lifeboat yet: a backup naming this policy fails validation; filter with the backup's namespace, resource and label filters instead")
-		}
 	}
 	if n := entries.get("clusterScopedFilterPolicy"); n != nil && !isNull(n) {
 		out.ClusterScopedFilterPolicy = p.clusterScopedFilterPolicy(n, "clusterScopedFilterPolicy")
-		p.warn(n, "clusterScopedFilterPolicy", "not applied by Lifeboat yet: a backup naming this policy fails validation; filter with the backup's cluster-scoped resource filters instead")
 	}
 	return out
 }

@@ -17,7 +17,8 @@ type Policies struct {
 	// IncludeExcludePolicy is nil when the policy has none.
 	IncludeExcludePolicy *IncludeExcludePolicy
 	// NamespacedFilterPolicies and ClusterScopedFilterPolicy are Velero's
-	// fine-grained filters: read and validated, not applied yet.
+	// fine-grained filters, applied by backups and restores as Velero
+	// applies them (internal/selection holds the rules).
 	NamespacedFilterPolicies  []NamespacedFilterPolicy
 	ClusterScopedFilterPolicy *ClusterScopedFilterPolicy
 	// Warnings are what Velero accepts but is most likely a mistake (a

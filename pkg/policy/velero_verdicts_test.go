@@ -15,13 +15,13 @@ type veleroCase struct {
 	doc        string
 }
 
-// readVeleroCases reads testdata/velero/*.cases: "#" lines before the first
-// case describe the file's origin; each case starts with
-// "=== valid NAME" or "=== invalid NAME" and holds the policy YAML up to
-// the next case.
-func readVeleroCases(t *testing.T) []veleroCase {
+// readVeleroCases reads testdata/velero/*.cases (the files ext names):
+// "#" lines before the first case describe the file's origin; each case
+// starts with "=== valid NAME" or "=== invalid NAME" and holds the policy
+// YAML up to the next case.
+func readVeleroCases(t *testing.T, ext string) []veleroCase {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "velero", "*.cases"))
+	files, err := filepath.Glob(filepath.Join("testdata", "velero", "*."+ext))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Velero cases (%v)", err)
 	}
@@ -64,7 +64,7 @@ func readVeleroCases(t *testing.T) []veleroCase {
 // tests get Velero's verdict here: what Velero accepts is accepted (with
 // warnings, where Velero is silent), what it refuses is refused.
 func TestVeleroVerdicts(t *testing.T) {
-	cases := readVeleroCases(t)
+	cases := readVeleroCases(t, "cases")
 	counts := map[bool]int{}
 	for _, c := range cases {
 		counts[c.valid]++

@@ -37,6 +37,9 @@ func (d *driver) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeRequ
 	if req.GetVolumeId() == "" || staging == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume_id and staging_target_path are required")
 	}
+	if req.GetVolumeCapability() == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume_capability is required")
+	}
 	if err := checkCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()}); err != nil {
 		return nil, err
 	}
@@ -71,11 +74,14 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 	if req.GetVolumeId() == "" || target == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume_id and target_path are required")
 	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: the driver has STAGE_UNSTAGE_VOLUME")
+	if req.GetVolumeCapability() == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume_capability is required")
 	}
 	if err := checkCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()}); err != nil {
 		return nil, err
+	}
+	if req.GetStagingTargetPath() == "" {
+		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: the driver has STAGE_UNSTAGE_VOLUME")
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

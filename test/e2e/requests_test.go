@@ -12,7 +12,6 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
-	"github.com/lifeboat-io/lifeboat/internal/controller"
 )
 
 func TestServerStatusRequestIsAnswered(t *testing.T) {
@@ -29,7 +28,7 @@ func TestServerStatusRequestIsAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatalf("not processed: %v (status %+v)", err, ssr.Status)
 	}
-	if ssr.Status.ServerVersion != controller.ServerVersion(buildinfo.Version) || ssr.Status.ProcessedTimestamp == nil {
+	if ssr.Status.ServerVersion != buildinfo.ServerVersion(buildinfo.Version) || ssr.Status.ProcessedTimestamp == nil {
 		t.Errorf("status %+v", ssr.Status)
 	}
 }

@@ -41,6 +41,8 @@ func TestPluginGetListsEveryPlugin(t *testing.T) {
 		{Kind: "DeleteItemAction", Name: "example.io/cleanup", Binary: filepath.Join(pluginDir, "cleanup")},
 		{Kind: "ObjectStore", Name: "example.io/dirstore", Binary: filepath.Join(pluginDir, "dirstore")},
 		{Kind: "VolumeSnapshotter", Name: "example.io/filesnapshotter", Binary: filepath.Join(pluginDir, "filesnapshotter")},
+		{Kind: "BackupItemAction", Name: "example.io/restore-point", Binary: filepath.Join(pluginDir, "restore-point")},
+		{Kind: "DeleteItemAction", Name: "example.io/restore-point-cleanup", Binary: filepath.Join(pluginDir, "restore-point")},
 		// Built with Velero's SDK.
 		{Kind: "BackupItemAction", Name: "compat.example.io/annotate", Binary: filepath.Join(pluginDir, compatBinary)},
 		{Kind: "BackupItemAction", Name: "compat.example.io/custom-volume", Binary: filepath.Join(pluginDir, compatBinary)},

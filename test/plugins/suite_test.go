@@ -42,7 +42,7 @@ var (
 
 // examples are the example plugin binaries, by directory under
 // examples/plugins (the binary gets the directory's name).
-var examples = []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter"}
+var examples = []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter", "restore-point"}
 
 // customVolumeB is the name of a second build of the custom-volume example.
 const customVolumeB = "example.io/custom-volume-b"

@@ -13,7 +13,6 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/buildinfo"
-	"github.com/lifeboat-io/lifeboat/internal/controller"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/testenv"
 )
 
@@ -26,7 +25,7 @@ func TestVersionAndPlugins(t *testing.T) {
 	out := velero(t, "version", "--timeout", "30s")
 	// The server reports the Velero version it speaks with its own as
 	// build metadata, so the CLI sees matching versions and warns of none.
-	mustContain(t, "version", out, "Client:\n\tVersion: v1.18.3\n", "Server:\n\tVersion: "+controller.ServerVersion(buildinfo.Version)+"\n")
+	mustContain(t, "version", out, "Client:\n\tVersion: v1.18.3\n", "Server:\n\tVersion: "+buildinfo.ServerVersion(buildinfo.Version)+"\n")
 	out = velero(t, "plugin", "get", "--timeout", "30s")
 	for _, want := range [][]string{
 		{"velero.io/aws", "ObjectStore"},

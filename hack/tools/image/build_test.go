@@ -88,7 +88,7 @@ func TestBuildsEveryImage(t *testing.T) {
 		refs = append(refs, b.Spec.Ref)
 	}
 	want := []string{"example.test/lifeboat-io/lifeboat:" + testVersion}
-	for _, p := range []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter"} {
+	for _, p := range []string{"annotate", "cleanup", "custom-volume", "dirstore", "filesnapshotter", "restore-point"} {
 		want = append(want, "example.test/lifeboat-io/lifeboat-plugin-"+p+":"+testVersion)
 	}
 	want = append(want, "example.test/lifeboat-io/pause:"+pauseVersion(t), "example.test/lifeboat-io/lifeboat-demo-writer:"+testVersion,

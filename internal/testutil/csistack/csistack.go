@@ -11,6 +11,18 @@
 // Options.Node, on the real node (internal/localnode), the driver also
 // registers its Node service with the kubelet, so pods mount the volumes.
 //
+// What the real components require, found by this package's tests
+// (velero_flows_test.go): a snapshot asked for before its claim binds is
+// taken once it binds (the sidecars here retry every 0.5-5 s, not minutes);
+// a content pre-bound to a snapshot handle becomes ready through the
+// driver's ListSnapshots; and a content re-created with deletionPolicy
+// Delete to remove a storage snapshot (Velero's deletion) removes it only
+// if it carries the finalizer
+// snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection
+// (as Velero's stored item does) and is deleted after the sidecar has set
+// its status.snapshotHandle; otherwise the object goes and the snapshot
+// stays.
+//
 // The sidecars come from hack/csi-bins.sh and kube-controller-manager from
 // hack/node-bins.sh (the Makefile sets LIFEBOAT_CSI_BINS and
 // LIFEBOAT_NODE_BINS; unset, the scripts are asked, which costs nothing
@@ -37,6 +49,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -44,8 +57,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 )
 
 // The stack's names, fixed so that tests and fixtures can name them.
@@ -101,12 +112,12 @@ type Stack struct {
 	// apiextensions and snapshot.storage.k8s.io/v1 types.
 	Client client.Client
 
-	opts        Options
-	dir         string // sockets, logs, the driver binary
-	ownState    bool
-	procs       []*proc
-	driverLog   string
-	csiEndpoint string
+	opts      Options
+	dir       string   // sockets, logs, the driver binary
+	lock      *os.File // held while the stack lives (leftovers.go)
+	ownState  bool
+	procs     []*proc
+	driverLog string
 }
 
 // Start installs the snapshot CRDs (v1; the group snapshot ones too, which
@@ -144,14 +155,19 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s := &Stack{opts: opts, StateDir: opts.StateDir}
 	// A short directory: unix socket paths are limited to 108 bytes.
-	if s.dir, err = os.MkdirTemp("", "lifeboat-csi-"); err != nil {
+	if s.dir, err = os.MkdirTemp("", dirPattern); err != nil {
 		return nil, err
+	}
+	if s.lock, err = lockDir(s.dir); err != nil {
+		_ = os.RemoveAll(s.dir)
+		return nil, fmt.Errorf("locking %s: %w", s.dir, err)
 	}
 	defer func() {
 		if err != nil {
 			s.Stop()
 		}
 	}()
+	s.removeDeadStacks()
 	if s.StateDir == "" {
 		s.StateDir, s.ownState = filepath.Join(s.dir, "state"), true
 	}
@@ -172,8 +188,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.logf("driver built (%s)", time.Since(begin).Round(time.Millisecond))
 	sock := filepath.Join(s.dir, "csi.sock")
-	s.csiEndpoint = "unix://" + sock
-	args := []string{"--endpoint", s.csiEndpoint, "--state-dir", s.StateDir, "--node-id", opts.NodeName, "--driver-name", DriverName}
+	args := []string{"--endpoint", "unix://" + sock, "--state-dir", s.StateDir, "--node-id", opts.NodeName, "--driver-name", DriverName}
 	if opts.Node {
 		args = append(args, "--kubelet-registration-dir", filepath.Join(opts.KubeletDir, "plugins_registry"))
 	}
@@ -189,32 +204,33 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	kubeconfig := "--kubeconfig=" + opts.Kubeconfig
-	// The sidecars' default client limit (5 qps) would make a test of a
-	// hundred claims measure the limit, not the stack.
-	qps := []string{"--kube-api-qps=200", "--kube-api-burst=400"}
+	// Common to the external-snapshotter's and external-provisioner's
+	// binaries. Their default client limit (5 qps) would make a test of a
+	// hundred claims measure the limit, not the stack; their default
+	// retries back off to minutes (a snapshot asked for before its claim
+	// binds would wait that long).
+	sidecar := func(args ...string) []string {
+		return append([]string{kubeconfig, "--leader-election=false", "--kube-api-qps=200", "--kube-api-burst=400",
+			"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3"}, args...)
+	}
 	if !opts.Node {
 		if err := s.start("kube-controller-manager", filepath.Join(opts.NodeBins, "kube-controller-manager"), kubeconfig,
 			"--controllers=persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller",
 			"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false",
+			"--kube-api-qps=200", "--kube-api-burst=400",
 			// The binder looks at claims every 15 s by default; tests
 			// should not wait that long for a retry.
 			"--pvclaimbinder-sync-period=2s", "-v=2"); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.start("snapshot-controller", filepath.Join(opts.CSIBins, "snapshot-controller"), append(qps, kubeconfig,
-		"--leader-election=false", "--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
+	if err := s.start("snapshot-controller", filepath.Join(opts.CSIBins, "snapshot-controller"), sidecar()...); err != nil {
 		return nil, err
 	}
-	if err := s.start("csi-provisioner", filepath.Join(opts.CSIBins, "csi-provisioner"), append(qps, kubeconfig,
-		"--csi-address="+sock, "--leader-election=false", "--extra-create-metadata",
-		"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
-		return nil, err
-	}
-	if err := s.start("csi-snapshotter", filepath.Join(opts.CSIBins, "csi-snapshotter"), append(qps, kubeconfig,
-		"--csi-address="+sock, "--leader-election=false", "--extra-create-metadata",
-		"--retry-interval-start=500ms", "--retry-interval-max=5s", "-v=3")...); err != nil {
-		return nil, err
+	for _, name := range []string{"csi-provisioner", "csi-snapshotter"} {
+		if err := s.start(name, filepath.Join(opts.CSIBins, name), sidecar("--csi-address="+sock, "--extra-create-metadata")...); err != nil {
+			return nil, err
+		}
 	}
 	// Each sidecar asks the driver's name once it has connected: two
 	// asks, and both are up.
@@ -274,6 +290,10 @@ func (s *Stack) Stop() {
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
+	if s.lock != nil {
+		_ = s.lock.Close()
+		s.lock = nil
+	}
 }
 
 // Snapshots returns the IDs of the snapshots in the driver's state.
@@ -291,6 +311,29 @@ func (s *Stack) SnapshotFiles(id string) (map[string][]byte, error) {
 // VolumeFiles returns a volume's files by path relative to its root.
 func (s *Stack) VolumeFiles(id string) (map[string][]byte, error) {
 	return readFiles(filepath.Join(s.StateDir, "volumes", id, "data"))
+}
+
+// WriteVolumeFiles writes files (by path relative to the volume's root)
+// into a volume, as a pod would: on the bare API server no pod runs, so
+// this is how a test gives a claim data to back up.
+func (s *Stack) WriteVolumeFiles(id string, files map[string][]byte) error {
+	root := filepath.Join(s.StateDir, "volumes", id, "data")
+	if _, err := os.Stat(root); err != nil {
+		return fmt.Errorf("csistack: volume %q: %w", id, err)
+	}
+	for name, data := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if rel, err := filepath.Rel(root, p); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("csistack: file name %q is not a path inside the volume", name)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Log returns the end of a component's log ("csidriver",
@@ -341,6 +384,8 @@ func newClient(kubeconfig string) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
 	}
+	// client-go's default limit (5 qps) would pace a test's creates.
+	cfg.QPS, cfg.Burst = 1000, 2000
 	scheme := kruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
@@ -353,8 +398,11 @@ func newClient(kubeconfig string) (client.Client, error) {
 // served.
 func (s *Stack) installCRDs(ctx context.Context) error {
 	files, err := filepath.Glob(filepath.Join(s.opts.CSIBins, "crd", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no snapshot CRDs in %s/crd (run hack/csi-bins.sh): %v", s.opts.CSIBins, err)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no snapshot CRDs in %s/crd: run hack/csi-bins.sh", s.opts.CSIBins)
 	}
 	decoder := serializer.NewCodecFactory(s.Client.Scheme()).UniversalDeserializer()
 	var names []string
@@ -490,8 +538,8 @@ func (s *Stack) waitFor(ctx context.Context, what string, check func() (bool, er
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		for _, p := range s.procs {
-			if done, perr := p.exited(); done {
-				return false, fmt.Errorf("%s exited (%v); the end of its log:\n%s", p.name, perr, tail(p.log, 20))
+			if done, _ := p.exited(); done {
+				return false, p.exitError()
 			}
 		}
 		ok, err := check()
@@ -539,6 +587,15 @@ func (s *Stack) start(name, bin string, args ...string) error {
 	return nil
 }
 
+// exitError says that p exited, how, and what its log ends with.
+func (p *proc) exitError() error {
+	err := p.err
+	if err == nil {
+		err = errors.New("exit status 0")
+	}
+	return fmt.Errorf("csistack: %s exited (%w); the end of its log:\n%s", p.name, err, tail(p.log, 20))
+}
+
 func (p *proc) exited() (bool, error) {
 	select {
 	case <-p.done:
@@ -584,4 +641,18 @@ func (s *Stack) PIDs() []int {
 		pids = append(pids, p.cmd.Process.Pid)
 	}
 	return pids
+}
+
+// Healthy returns an error naming each process of the stack that has
+// exited, with the end of its log: a test that times out waiting for a
+// claim or a snapshot can say whether the stack was still there. (The
+// sidecars exit when they lose the driver's connection, by design.)
+func (s *Stack) Healthy() error {
+	var errs []error
+	for _, p := range s.procs {
+		if done, _ := p.exited(); done {
+			errs = append(errs, p.exitError())
+		}
+	}
+	return errors.Join(errs...)
 }

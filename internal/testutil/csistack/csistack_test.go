@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/csistack"
@@ -85,14 +88,11 @@ func TestControllerSide(t *testing.T) {
 	}
 	// No pod runs here: write the volume's files where a pod would.
 	want := map[string][]byte{"hello.txt": []byte("hello from " + claim.Name), "sub/dir/b.bin": {0, 1, 2, 3}}
-	for name, data := range want {
-		p := filepath.Join(stack.StateDir, "volumes", handle, "data", name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := stack.WriteVolumeFiles(handle, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.WriteVolumeFiles(handle, map[string][]byte{"../escape": nil}); err == nil {
+		t.Fatal("WriteVolumeFiles wrote outside the volume")
 	}
 
 	// Snapshot.
@@ -128,7 +128,7 @@ func TestControllerSide(t *testing.T) {
 	}
 	checkFiles(t, "snapshot "+snapID, stack.SnapshotFiles, snapID, want)
 	// A copy, not a view: a later write to the volume leaves it as it was.
-	if err := os.WriteFile(filepath.Join(stack.StateDir, "volumes", handle, "data", "hello.txt"), []byte("changed"), 0o644); err != nil {
+	if err := stack.WriteVolumeFiles(handle, map[string][]byte{"hello.txt": []byte("changed")}); err != nil {
 		t.Fatal(err)
 	}
 	checkFiles(t, "snapshot "+snapID, stack.SnapshotFiles, snapID, want)
@@ -174,8 +174,21 @@ func TestControllerSide(t *testing.T) {
 		return len(pvs.Items) == 0 && len(vols) == 0, err
 	})
 
-	// Stop: no process, no socket dir, no state.
+	if err := stack.Healthy(); err != nil {
+		t.Fatal(err)
+	}
+	// A sidecar that dies is named by Healthy (the last started is the
+	// csi-snapshotter).
 	pids := stack.PIDs()
+	if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "Healthy to name the killed csi-snapshotter", func() (bool, error) {
+		err := stack.Healthy()
+		return err != nil && strings.Contains(err.Error(), "csi-snapshotter exited"), nil
+	})
+
+	// Stop: no process, no socket dir, no state.
 	stack.Stop()
 	stopped = true
 	for _, pid := range pids {
@@ -187,6 +200,10 @@ func TestControllerSide(t *testing.T) {
 		t.Errorf("state dir %s still there after Stop (%v)", stack.StateDir, err)
 	}
 }
+
+// The stack's client is controller-runtime's, which complains on stderr
+// when a test binary that runs for more than 30 s never set its logger.
+func init() { ctrllog.SetLogger(logr.Discard()) }
 
 func newClaim(ns, name string, source *corev1.TypedObjectReference) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{

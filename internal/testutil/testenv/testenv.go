@@ -75,6 +75,8 @@ type Options struct {
 	// side: claims provisioned and bound, snapshots taken and deleted, no
 	// pods) against the API server before the Lifeboat server starts.
 	CSI bool
+	// CSISnapshotWait is the server's server.Options.CSISnapshotWait.
+	CSISnapshotWait time.Duration
 }
 
 // Start starts everything; call Stop when done (TestMain).
@@ -153,6 +155,7 @@ func (e *Env) StartServer() error {
 	opts.LogLevel = "warn"
 	opts.PluginDir = e.opts.PluginDir
 	opts.PluginTimeouts = e.opts.PluginTimeouts
+	opts.CSISnapshotWait = e.opts.CSISnapshotWait
 	if opts.PluginDir == "" {
 		opts.PluginDir = filepath.Join(e.tmp, "no-plugins")
 	}
