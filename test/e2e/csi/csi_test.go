@@ -152,7 +152,8 @@ func volumeInfo(t *testing.T, bucketDir, backup string) []volumefiles.BackupVolu
 // them; the in-cluster snapshot objects are gone while the driver keeps
 // the storage snapshots (holding the data); with the originals deleted, a
 // restore into another namespace makes new volumes from the snapshots,
-// holding the same data.
+// holding the same data; deleting the backup deletes the storage
+// snapshots.
 func TestCSIBackupAndRestore(t *testing.T) {
 	c := env.CSI.Client
 	ns := env.NewNamespace(t, "shop")
@@ -309,4 +310,20 @@ func TestCSIBackupAndRestore(t *testing.T) {
 			t.Errorf("restored volume %s of %s holds %v (%v)", handle, name, files, err)
 		}
 	}
+
+	// Deleting the backup deletes its storage snapshots (the built-in
+	// DeleteItemAction, from the stored contents Lifeboat labelled).
+	clitest.Must(t, env.Kubeconfig, "-n", env.Namespace, "backup", "delete", b.Name, "--confirm", "--wait")
+	poll(t, "the backup's storage snapshots gone from the driver", time.Minute, func(ctx context.Context) (bool, error) {
+		snaps, err := env.CSI.Snapshots()
+		if err != nil {
+			return false, err
+		}
+		for _, name := range claims {
+			if slices.Contains(snaps, snapOf[name]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
