@@ -252,8 +252,9 @@ func itemLabels(item runtime.Unstructured) map[string]string {
 // process, and one at a time they would dominate a backup. Results come
 // back in item order, so the archive stays deterministic. Items already
 // stored (as some earlier item's additional items) are not sent again, nor
-// are pods with hooks: their actions run between their pre and post hooks.
-func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []rawItem, hooked map[int]*podHooks) []*actionResult {
+// are pods with hooks and the claims they mount (later says which): their
+// actions run between the pod's pre and post hooks.
+func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []rawItem, later func(int) bool) []*actionResult {
 	acts := r.actionsFor(rt)
 	out := make([]*actionResult, len(items))
 	if len(acts) == 0 {
@@ -271,7 +272,7 @@ func (r *run) applyActionsToPage(ctx context.Context, rt resourceType, items []r
 		})
 	}
 	for i, it := range items {
-		if r.stored[gr+"/"+it.Namespace+"/"+it.Name] || hooked[i] != nil {
+		if r.stored[gr+"/"+it.Namespace+"/"+it.Name] || later(i) {
 			continue
 		}
 		select {
@@ -317,10 +318,14 @@ func (r *run) writeItem(ctx context.Context, aw *archive.Writer, rt resourceType
 		}
 		data, additional, ran = res.data, res.additional, res.ran
 	}
+	if gr == pvcResource {
+		data = r.csiAtClaim(ctx, data)
+	}
 	ref := archive.ItemRef{GroupResource: gr.String(), Version: rt.GVR.Version, Namespace: it.Namespace, Name: it.Name}
 	if err := aw.WriteItem(ref, data); err != nil {
 		return fmt.Errorf("writing the archive: %w", err)
 	}
+	r.noteListedClass(gr, it)
 	if err := r.volumes.observe(gr, data, ran); err != nil {
 		r.results.Error(it.Namespace, fmt.Sprintf("%s %s: %v", gr, qualified(it.Namespace, it.Name), err))
 	} else if gr == pvcResource {

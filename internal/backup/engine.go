@@ -100,6 +100,9 @@ type Outcome struct {
 	// them, and `backup delete --force` names the snapshots it leaves
 	// behind from them.
 	VolumeSnapshotsAttempted, VolumeSnapshotsCompleted int
+	// CSIVolumeSnapshotsAttempted and CSIVolumeSnapshotsCompleted count
+	// the CSI snapshots, as Velero's status does.
+	CSIVolumeSnapshotsAttempted, CSIVolumeSnapshotsCompleted int
 	// StoredNothing: the run failed before it wrote anything to the
 	// storage location; NameTaken: because another backup of that name is
 	// stored there.
@@ -176,6 +179,9 @@ type run struct {
 	hooksAttempted, hooksFailed int
 	deferredPost                []*podHooks
 
+	// csi holds the backup's CSI snapshots.
+	csi *csiState
+
 	// wrote is set once the run starts writing to the store.
 	wrote bool
 	// tarballBytes counts the compressed archive as it is written.
@@ -191,7 +197,7 @@ func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress Progre
 		progress = func(v1.BackupProgress) {}
 	}
 	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: map[string][]string{}, namespacesWithItems: map[string]bool{},
-		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}, volumes: newStoredVolumes()}, nil
+		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}, volumes: newStoredVolumes(), csi: newCSIState()}, nil
 }
 
 func (r *run) close() { r.log.Discard() }
@@ -227,6 +233,15 @@ func (r *run) execute(ctx context.Context) Outcome {
 			out.VolumeSnapshotsCompleted++
 		}
 	}
+	for _, s := range r.csi.snaps {
+		if s.skipped {
+			continue
+		}
+		out.CSIVolumeSnapshotsAttempted++
+		if s.err == nil && s.vsc != nil {
+			out.CSIVolumeSnapshotsCompleted++
+		}
+	}
 	r.log.Info("backup finished", "phase", out.Phase, "items", r.backedUp, "warnings", out.Warnings,
 		"errors", out.Errors, "duration", time.Since(start).Round(time.Millisecond).String())
 
@@ -236,6 +251,8 @@ func (r *run) execute(ctx context.Context) Outcome {
 			r.log.Error("writing the backup's files failed", "error", err)
 		}
 	}
+	// The CSI snapshots stay with a stored backup and go with a failed one.
+	r.releaseCSI(ctx, out.Phase != v1.BackupPhaseFailed)
 	// A run that wrote nothing must not clean up: under its name is
 	// another backup (its name was taken), or nothing.
 	out.StoredNothing = !r.wrote
@@ -269,6 +286,7 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	// Post hooks held back for the volume step run whatever happens to the
 	// backup: they undo what the pre hooks did.
 	defer r.runDeferredPostHooks(ctx)
+
 	// From here on the run writes under the backup's name: a failure must
 	// clean up, and a deletion of the Backup must look in the store.
 	r.wrote = true
@@ -316,12 +334,20 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 	consume := func(job listJob, pg *page) error {
 		gr := job.Type.GroupResource()
 		var hooked map[int]*podHooks
-		if gr == podResource {
+		var held map[int]bool
+		switch gr {
+		case podResource:
 			hooked = r.hooksForPage(pg.Items)
+		case pvcResource:
+			held = r.claimsToHold(ctx, pg.Items)
 		}
-		pre := r.applyActionsToPage(ctx, job.Type, pg.Items, hooked)
+		pre := r.applyActionsToPage(ctx, job.Type, pg.Items, func(i int) bool { return hooked[i] != nil || held[i] })
 		for i, it := range pg.Items {
 			if job.WriteIf != nil && !job.WriteIf(it) {
+				continue
+			}
+			if held[i] {
+				r.csi.held = append(r.csi.held, heldClaim{rt: job.Type, it: it})
 				continue
 			}
 			var err error
@@ -344,6 +370,9 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("backup stopped before it finished: %w", context.Cause(ctx))
 		}
+		return err
+	}
+	if err := r.finishCSI(ctx, aw); err != nil {
 		return err
 	}
 	types := make([]schema.GroupResource, 0, len(r.perType))
@@ -411,6 +440,13 @@ func (r *run) finish(ctx context.Context, out Outcome, res results.Results) erro
 		}},
 		{"volume snapshots", func() error { return r.store.PutVolumeSnapshots(ctx, name, r.snapshots) }},
 		{"pod volume backups", func() error { return r.store.PutPodVolumeBackups(ctx, name, nil) }},
+		{"CSI volume snapshot classes", func() error {
+			// Velero's list of the classes its CSI snapshots used.
+			if len(r.csi.classes) == 0 {
+				return nil
+			}
+			return r.store.PutCSIVolumeSnapshotClasses(ctx, name, r.csi.classes)
+		}},
 		{"volume info", func() error {
 			infos := r.volumeInfos
 			if infos == nil {
@@ -498,6 +534,8 @@ func ApplyOutcome(b *v1.Backup, out Outcome) {
 	b.Status.BackupItemOperationsAttempted = out.Operations
 	b.Status.VolumeSnapshotsAttempted = out.VolumeSnapshotsAttempted
 	b.Status.VolumeSnapshotsCompleted = out.VolumeSnapshotsCompleted
+	b.Status.CSIVolumeSnapshotsAttempted = out.CSIVolumeSnapshotsAttempted
+	b.Status.CSIVolumeSnapshotsCompleted = out.CSIVolumeSnapshotsCompleted
 	// Set on every backup that ran, as Velero sets it, so describe shows
 	// the counts even when no hook applied.
 	if !out.StoredNothing {

@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -80,6 +84,12 @@ var seq atomic.Int64
 
 func newFixture(t *testing.T, configMaps int) *fixture {
 	t.Helper()
+	return newFixtureOn(t, cfg, configMaps)
+}
+
+// newFixtureOn is newFixture against the API server at cfg.
+func newFixtureOn(t *testing.T, cfg *rest.Config, configMaps int) *fixture {
+	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "bucket"), 0o755); err != nil {
 		t.Fatal(err)
@@ -89,7 +99,11 @@ func newFixture(t *testing.T, configMaps int) *fixture {
 		t.Fatal(err)
 	}
 	faulty := &faultyStore{ObjectStore: fs}
-	e := NewEngine(newAccess(t), 4, nil)
+	acc, err := cluster.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(acc, 4, nil)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 	ns := fmt.Sprintf("engine-%d-%d", time.Now().UnixNano()%1e6, seq.Add(1))

@@ -2,11 +2,12 @@ package backup
 
 // Backup hooks, as Velero runs them: a pod's pre hooks before its item
 // (and the item actions on it), its post hooks after the item and the
-// items stored with it. A pod whose volumes include claims has its post
-// hooks after the volume step instead, because that is where its
-// volumes are snapshotted here (Velero snapshots within the pod's item
-// block): a hook that froze a file system must not thaw it before the
-// snapshot.
+// items stored with it. The claims such a pod mounts are held back when
+// claims are listed and stored right after the pod, where their CSI
+// snapshots are taken and cut before the post hooks (Velero's item block).
+// A pod with a claim snapshotted natively, which happens after the
+// archive, has its post hooks after that volume step instead: a hook that
+// froze a file system must not thaw it before the snapshot.
 
 import (
 	"bytes"
@@ -78,9 +79,14 @@ func (r *run) writeHookedPod(ctx context.Context, aw *archive.Writer, rt resourc
 		return nil
 	}
 	err := r.writeItem(ctx, aw, rt, it, nil, 0)
+	if err == nil {
+		// The pod's claims were held for it: stored now, their CSI
+		// snapshots taken and cut before the post hooks.
+		err = r.writeHeldClaims(ctx, aw, ph.pod)
+	}
 	switch {
 	case len(ph.post) == 0:
-	case usesClaims(ph.pod):
+	case usesClaims(ph.pod) && !r.podVolumesDone(ctx, ph.pod):
 		r.deferredPost = append(r.deferredPost, ph)
 	default:
 		r.runPodHooks(ctx, ph, hooks.PhasePost)

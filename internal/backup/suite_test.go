@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
 )
 
@@ -25,15 +24,6 @@ func TestMain(m *testing.M) {
 	if err := c.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
+	stopCSICluster()
 	os.Exit(code)
-}
-
-// newAccess builds the clients an engine takes, as the server does.
-func newAccess(t testing.TB) *cluster.Access {
-	t.Helper()
-	acc, err := cluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return acc
 }

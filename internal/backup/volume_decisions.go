@@ -8,7 +8,6 @@ package backup
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -246,14 +245,11 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	if len(items) == 0 {
 		return nil
 	}
-	if r.e.Client == nil {
-		return errors.New("volume decisions need a Kubernetes client; the engine has none")
-	}
-	helper, err := volumehelper.NewVolumeHelperForBackup(ctx, r.b, r.e.Client, r.e.Log)
+	helper, err := r.volumeHelper(ctx)
 	if err != nil {
-		return fmt.Errorf("preparing volume decisions: %w", err)
+		return err
 	}
-	locs, err := r.snapshotLocations(ctx)
+	locs, err := r.openLocations(ctx)
 	if err != nil {
 		return err
 	}
@@ -321,6 +317,11 @@ func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, loc
 	}
 	switch d.Action {
 	case policy.Snapshot:
+		// A CSI snapshot is of the claim: it is in the backup even when
+		// the PersistentVolume is not (cluster-scoped items left out).
+		if r.csiInfo(v, &info) {
+			return info, nil
+		}
 		if v.pv == nil {
 			skip("its PersistentVolume is not in the backup, so there is nothing to snapshot")
 			return info, nil
@@ -387,6 +388,14 @@ func (r *run) decision(h volumehelper.VolumeHelper, v *volumeItem) (volumehelper
 		return volumehelper.Decision{}, err
 	}
 	return h.DecideVolume(&unstructured.Unstructured{Object: obj}, volumehelper.PersistentVolumeClaims)
+}
+
+func toUnstructured(obj any) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // claimers are the plugins that claimed any stored claim or PV with

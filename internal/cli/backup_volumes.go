@@ -99,10 +99,23 @@ func volumeOutcome(in *volumefiles.BackupVolumeInfo) string {
 		return "left to backup item action(s) " + strings.Join(in.Decision.HandledBy, ", ")
 	case in.NativeSnapshotInfo != nil && in.Result == volumefiles.ResultSucceeded:
 		return "snapshot " + in.NativeSnapshotInfo.SnapshotHandle
+	case in.CSISnapshotInfo != nil && in.Result == volumefiles.ResultSucceeded:
+		return csiOutcome(in.CSISnapshotInfo)
 	case in.Result == volumefiles.ResultFailed:
 		return "failed: " + valueOr(in.SkippedReason, "see the backup's errors")
 	case in.Skipped:
 		return "not backed up: " + valueOr(in.SkippedReason, "skipped")
 	}
 	return valueOr(string(in.Result), none)
+}
+
+// csiOutcome names a volume's CSI snapshot: the storage snapshot's handle,
+// then what Velero's describe --details shows of it (content, driver,
+// size) and the stored VolumeSnapshot.
+func csiOutcome(c *volumefiles.CSISnapshotInfo) string {
+	parts := []string{"content " + valueOr(c.VSCName, none), "driver " + valueOr(c.Driver, none), fmt.Sprintf("%d bytes", c.Size)}
+	if c.VolumeSnapshot != "" {
+		parts = append([]string{"VolumeSnapshot " + c.VolumeSnapshot}, parts...)
+	}
+	return "CSI snapshot " + valueOr(c.SnapshotHandle, none) + " (" + strings.Join(parts, ", ") + ")"
 }

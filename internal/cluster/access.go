@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
@@ -55,17 +56,23 @@ type Access struct {
 	Client client.Client
 	// Reader is Client with each Get and List bounded by CallTimeout.
 	Reader client.Reader
-	// Scheme knows the built-in kinds and velero.io/v1.
+	// Scheme knows the built-in kinds, velero.io/v1 and the CSI snapshot kinds.
 	Scheme *runtime.Scheme
 }
 
-// NewScheme returns a scheme with the built-in kinds and velero.io/v1.
+// NewScheme returns a scheme with the built-in kinds, velero.io/v1 and
+// snapshot.storage.k8s.io/v1.
 func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building the client scheme: %w", err)
 	}
 	if err := v1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the client scheme: %w", err)
+	}
+	// CSI snapshots: the backup creates VolumeSnapshots and reads their
+	// contents and classes through the typed client.
+	if err := snapshotv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building the client scheme: %w", err)
 	}
 	return scheme, nil

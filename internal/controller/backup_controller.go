@@ -341,6 +341,7 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 		Phase: outcome.Phase, Processed: !outcome.StoredNothing, Took: outcome.Completion.Sub(now.Time),
 		TarballBytes: outcome.TarballBytes, Items: outcome.Progress.TotalItems, Errors: outcome.Errors, Warnings: outcome.Warnings,
 		SnapshotsAttempted: outcome.VolumeSnapshotsAttempted, SnapshotsCompleted: outcome.VolumeSnapshotsCompleted,
+		BackupName: b.Name, CSISnapshotsAttempted: outcome.CSIVolumeSnapshotsAttempted, CSISnapshotsCompleted: outcome.CSIVolumeSnapshotsCompleted,
 	})
 	return r.patchStatus(ctx, b, func(s *v1.BackupStatus) {
 		tmp := v1.Backup{Status: *s}

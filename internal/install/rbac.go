@@ -50,6 +50,7 @@ func ClusterGrants(restoreRBAC bool) []Grant {
 			Rule: rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: writeVerbs},
 			Why: "create and patch on every resource: a restore creates objects of any kind the backup holds, " +
 				"patches existing ones when existingResourcePolicy is update and the owner references of what it restored; " +
+				"a backup creates the CSI VolumeSnapshots of its claims and patches their contents (backup label, deletionPolicy Retain before removing them); " +
 				"the CSI snapshot cleanup creates a VolumeSnapshotContent from a deleted backup's stored one so the driver deletes its storage snapshot, " +
 				"and patches a content's deletionPolicy before deleting it (and the finalizers of one whose VolumeSnapshot is gone)",
 		},
@@ -70,7 +71,8 @@ func ClusterGrants(restoreRBAC bool) []Grant {
 				Verbs:     []string{"delete"},
 			},
 			Why: "delete on volumesnapshots and volumesnapshotcontents: the built-in DeleteItemAction " +
-				"lifeboat.io/csi-snapshot-cleanup deletes the CSI snapshots a deleted backup took; " +
+				"lifeboat.io/csi-snapshot-cleanup deletes the CSI snapshots a deleted backup took, and a backup removes its own from the cluster once stored " +
+				"(the storage snapshots kept) or deletes them when it fails; " +
 				"no other delete is granted outside the server's namespace",
 		},
 	}

@@ -30,6 +30,11 @@ type BackupRun struct {
 	// SnapshotsAttempted and SnapshotsCompleted count the native volume
 	// snapshots (status.volumeSnapshotsAttempted and ...Completed).
 	SnapshotsAttempted, SnapshotsCompleted int
+	// BackupName and CSISnapshotsAttempted, CSISnapshotsCompleted: the
+	// CSI snapshots (status.csiVolumeSnapshotsAttempted and ...Completed),
+	// counted per schedule and backup as Velero does.
+	BackupName                                   string
+	CSISnapshotsAttempted, CSISnapshotsCompleted int
 }
 
 // BackupValidationFailed records a backup that ended FailedValidation
@@ -56,6 +61,11 @@ func BackupRan(schedule string, run BackupRun) {
 		m.volumeSnapshotAttempts.WithLabelValues(schedule).Add(float64(run.SnapshotsAttempted))
 		m.volumeSnapshotSuccesses.WithLabelValues(schedule).Add(float64(run.SnapshotsCompleted))
 		m.volumeSnapshotFailures.WithLabelValues(schedule).Add(float64(run.SnapshotsAttempted - run.SnapshotsCompleted))
+		if run.CSISnapshotsAttempted > 0 {
+			m.csiSnapshotAttempts.WithLabelValues(schedule, run.BackupName).Add(float64(run.CSISnapshotsAttempted))
+			m.csiSnapshotSuccesses.WithLabelValues(schedule, run.BackupName).Add(float64(run.CSISnapshotsCompleted))
+			m.csiSnapshotFailures.WithLabelValues(schedule, run.BackupName).Add(float64(run.CSISnapshotsAttempted - run.CSISnapshotsCompleted))
+		}
 	}
 	m.backupEnded(schedule, run.Phase, run.Took, run.Processed)
 }

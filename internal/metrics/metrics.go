@@ -115,12 +115,11 @@ func newSet() *set {
 		volumeSnapshotAttempts:  scheduleCounter("velero_volume_snapshot_attempt_total", "Native volume snapshots backups attempted"),
 		volumeSnapshotSuccesses: scheduleCounter("velero_volume_snapshot_success_total", "Native volume snapshots backups completed"),
 		volumeSnapshotFailures:  scheduleCounter("velero_volume_snapshot_failure_total", "Native volume snapshots backups attempted that did not complete"),
-		// CSI snapshots are taken by plugins, which Lifeboat does not
-		// count; Velero serves these at zero too unless its EnableCSI
-		// feature is on.
-		csiSnapshotAttempts:  csiCounter("velero_csi_snapshot_attempt_total", "CSI volume snapshots attempted (not counted by Lifeboat: always 0)"),
-		csiSnapshotSuccesses: csiCounter("velero_csi_snapshot_success_total", "CSI volume snapshots completed (not counted by Lifeboat: always 0)"),
-		csiSnapshotFailures:  csiCounter("velero_csi_snapshot_failure_total", "CSI volume snapshots failed (not counted by Lifeboat: always 0)"),
+		// Labelled by backup too, as Velero's: a series per backup that
+		// took CSI snapshots.
+		csiSnapshotAttempts:  csiCounter("velero_csi_snapshot_attempt_total", "CSI volume snapshots attempted"),
+		csiSnapshotSuccesses: csiCounter("velero_csi_snapshot_success_total", "CSI volume snapshots completed"),
+		csiSnapshotFailures:  csiCounter("velero_csi_snapshot_failure_total", "CSI volume snapshots failed"),
 
 		restoreAttempts:           scheduleCounter("velero_restore_attempt_total", "Restores looked at, those that failed validation included"),
 		restoreSuccesses:          scheduleCounter("velero_restore_success_total", "Restores that ended Completed"),

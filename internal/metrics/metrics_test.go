@@ -476,3 +476,20 @@ func TestUseCensusStop(t *testing.T) {
 		t.Errorf("after both stopped: %d series (err %v), want none", n, err)
 	}
 }
+
+// TestBackupCSISnapshots: a backup that took CSI snapshots counts them per
+// schedule and backup, as Velero does; one that took none adds no series.
+func TestBackupCSISnapshots(t *testing.T) {
+	reg := fresh(t)
+	BackupRan("nightly", BackupRun{Phase: v1.BackupPhasePartiallyFailed, Processed: true, BackupName: "nightly-1",
+		CSISnapshotsAttempted: 3, CSISnapshotsCompleted: 2})
+	BackupRan("nightly", BackupRun{Phase: v1.BackupPhaseCompleted, Processed: true, BackupName: "nightly-2"})
+	compare(t, reg, `
+		# TYPE velero_csi_snapshot_attempt_total counter
+		velero_csi_snapshot_attempt_total{backupName="nightly-1",schedule="nightly"} 3
+		# TYPE velero_csi_snapshot_success_total counter
+		velero_csi_snapshot_success_total{backupName="nightly-1",schedule="nightly"} 2
+		# TYPE velero_csi_snapshot_failure_total counter
+		velero_csi_snapshot_failure_total{backupName="nightly-1",schedule="nightly"} 1
+	`, "velero_csi_snapshot_attempt_total", "velero_csi_snapshot_success_total", "velero_csi_snapshot_failure_total")
+}

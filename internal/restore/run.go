@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
@@ -79,6 +80,8 @@ type run struct {
 	// snapshotters are the locations' VolumeSnapshotters, by location.
 	snapshotters   map[string]snapshotterResult
 	snapshottersMu sync.Mutex
+	// csi is what the restore knows of the backup's CSI snapshots.
+	csi *csiRestore
 
 	// hookRules are the spec's restore hooks; exec hooks run under
 	// hookCtx in hookWG, counted under hookMu.
@@ -163,6 +166,9 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err := r.loadSnapshots(ctx); err != nil {
 		return err
 	}
+	if err := r.loadCSI(ctx); err != nil {
+		return err
+	}
 
 	for _, gr := range restoreOrder(sp.groupResources()) {
 		if err := ctx.Err(); err != nil {
@@ -214,6 +220,9 @@ func (r *run) filter(ctx context.Context) (filter, error) {
 			return false, nil
 		}
 		gr := schema.ParseGroupResource(ref.GroupResource)
+		if gr == csisnapshot.VolumeSnapshots || gr == csisnapshot.VolumeSnapshotContents {
+			return r.admitSnapshotItem(gr, ref, data, namespaces.ShouldInclude), nil
+		}
 		if !resources.ShouldIncludeResource(gr, ref.Namespace != "") {
 			return false, nil
 		}
@@ -362,9 +371,20 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	if len(r.actions) > 0 {
 		fromBackup = obj.DeepCopy()
 	}
+	var stored *unstructured.Unstructured
+	if gr == grPVCs || gr.Group == csisnapshot.Group {
+		stored = obj.DeepCopy()
+	}
 	obj.SetNamespace(ns)
 	obj.SetName(name)
 	r.tf.prepare(obj, gr, info)
+	if stored != nil {
+		if err := r.prepareCSI(ctx, gr, obj, stored, it.Namespace); err != nil {
+			r.itemError(ns, gr, it.Name, err)
+			r.record(obj, "failed")
+			return "", false
+		}
+	}
 	if gr == grPods {
 		if err := r.addInitHooks(obj); err != nil {
 			r.itemError(ns, gr, name, err)

@@ -120,6 +120,8 @@ func iopsText(iops *int64) string {
 // Delete (what a provisioner's volumes have) is not recreated; its claim
 // is restored without spec.volumeName, and the target cluster binds it to
 // a volume of its own (a provisioner's, or an available PV that matches).
+// A PV whose data is in a CSI snapshot is never restored either (Velero's
+// rule): its claim gets a new volume made from the snapshot.
 // Recreating the PV would point a second claim at the source's volume,
 // or, in the cluster the backup came from, wait forever for a volume
 // still bound to the original claim. A PV with reclaim policy Retain is
@@ -130,7 +132,8 @@ func (r *run) provisionAnew(pv *unstructured.Unstructured) bool {
 		return false
 	}
 	policy, _, _ := unstructured.NestedString(pv.Object, "spec", "persistentVolumeReclaimPolicy")
-	if policy != string(corev1.PersistentVolumeReclaimDelete) {
+	csi := r.csiVolume(pv.GetName())
+	if policy != string(corev1.PersistentVolumeReclaimDelete) && !csi {
 		return false
 	}
 	r.mu.Lock()
@@ -139,8 +142,12 @@ func (r *run) provisionAnew(pv *unstructured.Unstructured) bool {
 	}
 	r.reprovisioned[pv.GetName()] = true
 	r.mu.Unlock()
-	r.log.Info("persistent volume not restored: the backup holds no snapshot of it and its reclaim policy is Delete, so its claim is restored without spec.volumeName to get a new volume",
-		"persistentVolume", pv.GetName())
+	if csi {
+		r.log.Info("persistent volume not restored: its data is in a CSI snapshot, from which its claim gets a new volume", "persistentVolume", pv.GetName())
+	} else {
+		r.log.Info("persistent volume not restored: the backup holds no snapshot of it and its reclaim policy is Delete, so its claim is restored without spec.volumeName to get a new volume",
+			"persistentVolume", pv.GetName())
+	}
 	r.record(pv, "skipped")
 	return true
 }

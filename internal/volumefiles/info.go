@@ -13,10 +13,11 @@ import (
 // Method is how a volume's data was backed up, with Velero's names.
 type Method string
 
-// The methods Lifeboat records. Velero also knows CSISnapshot.
+// The methods Lifeboat records.
 const (
 	NativeSnapshot  Method = "NativeSnapshot"
 	PodVolumeBackup Method = "PodVolumeBackup"
+	CSISnapshot     Method = "CSISnapshot"
 )
 
 // Result says whether a volume's data was backed up.
@@ -44,6 +45,7 @@ type BackupVolumeInfo struct {
 	CompletionTimestamp   *metav1.Time `json:"completionTimestamp,omitempty"`
 	Result                Result       `json:"result,omitempty"`
 
+	CSISnapshotInfo    *CSISnapshotInfo    `json:"csiSnapshotInfo,omitempty"`
 	NativeSnapshotInfo *NativeSnapshotInfo `json:"nativeSnapshotInfo,omitempty"`
 	// PVBInfo names the pod volume for volumes reached through a pod.
 	PVBInfo *PodVolumeInfo `json:"pvbInfo,omitempty"`
@@ -59,6 +61,20 @@ type NativeSnapshotInfo struct {
 	VolumeAZ       string        `json:"volumeAZ"`
 	IOPS           string        `json:"iops"`
 	Phase          SnapshotPhase `json:"Phase,omitempty"`
+}
+
+// CSISnapshotInfo describes a CSI snapshot, with Velero's fields (its
+// ReadyToUse has no JSON name, so it is written as Go names it).
+type CSISnapshotInfo struct {
+	SnapshotHandle string `json:"snapshotHandle"`
+	Size           int64  `json:"size"`
+	Driver         string `json:"driver"`
+	VSCName        string `json:"vscName"`
+	OperationID    string `json:"operationID,omitempty"`
+	ReadyToUse     *bool
+	// VolumeSnapshot is Lifeboat's: the namespace/name of the stored
+	// VolumeSnapshot (Velero's tools ignore it).
+	VolumeSnapshot string `json:"volumeSnapshot,omitempty"`
 }
 
 // PodVolumeInfo names a pod's volume.
@@ -116,5 +132,6 @@ type RestoreVolumeInfo struct {
 	PVName             string              `json:"pvName,omitempty"`
 	RestoreMethod      Method              `json:"restoreMethod,omitempty"`
 	SnapshotDataMoved  bool                `json:"snapshotDataMoved"`
+	CSISnapshotInfo    *CSISnapshotInfo    `json:"csiSnapshotInfo,omitempty"`
 	NativeSnapshotInfo *NativeSnapshotInfo `json:"nativeSnapshotInfo,omitempty"`
 }

@@ -54,7 +54,9 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var err error
-	node, err = localnode.Start(ctx, localnode.Options{SandboxImage: images["pause"], Images: tarballs})
+	// With the CSI stack: the CSI test restores a pod's data from a
+	// snapshot.
+	node, err = localnode.Start(ctx, localnode.Options{SandboxImage: images["pause"], Images: tarballs, CSI: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the node:", err)
 		return 1
