@@ -95,8 +95,11 @@ func TestSnapshotOutlivesItsObjectsAndComesBack(t *testing.T) {
 	}
 	content := waitReady(ctx, t, c, snap)
 	handle := *content.Status.SnapshotHandle
+	// A merge patch, as Velero sets Retain: the controllers may still be
+	// writing the content's status, and an update would conflict with them.
+	before := content.DeepCopy()
 	content.Spec.DeletionPolicy = snapshotv1.VolumeSnapshotContentRetain
-	if err := c.Update(ctx, content); err != nil {
+	if err := c.Patch(ctx, content, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Delete(ctx, snap); err != nil {
