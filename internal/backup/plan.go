@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lifeboat-io/lifeboat/internal/policyfilters"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
-	"github.com/lifeboat-io/lifeboat/pkg/policy"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
 
@@ -52,7 +53,7 @@ func (r *run) applyPolicyFilters(ctx context.Context, resources *selection.Resou
 		// The two types hold the same lists; selection imports no policy.
 		resources.CombineWithPolicy(selection.PolicyFilters(*ie), resolver)
 	}
-	fine, err := selection.NewFineFilters(FineFilterSpec(pol), resolver, selection.ForBackup)
+	fine, err := selection.NewFineFilters(policyfilters.Spec(pol), resolver, selection.ForBackup)
 	if err != nil {
 		return nil, fmt.Errorf("spec.resourcePolicy: %w", err)
 	}
@@ -62,29 +63,6 @@ func (r *run) applyPolicyFilters(ctx context.Context, resources *selection.Resou
 		r.results.Warning("", "spec.resourcePolicy: "+w)
 	}
 	return fine, nil
-}
-
-// FineFilterSpec copies a policy's fine-grained filters for
-// internal/selection, which imports no policy package.
-func FineFilterSpec(p *policy.Policies) selection.FineFilterSpec {
-	var spec selection.FineFilterSpec
-	if p == nil {
-		return spec
-	}
-	for _, nfp := range p.NamespacedFilterPolicies {
-		e := selection.NamespacedFilterSpec{Namespaces: nfp.Namespaces}
-		for _, rf := range nfp.ResourceFilters {
-			e.Filters = append(e.Filters, selection.KindFilterSpec(rf))
-		}
-		spec.Namespaced = append(spec.Namespaced, e)
-	}
-	if c := p.ClusterScopedFilterPolicy; c != nil {
-		spec.Cluster = make([]selection.KindFilterSpec, 0, len(c.ResourceFilters))
-		for _, rf := range c.ResourceFilters {
-			spec.Cluster = append(spec.Cluster, selection.KindFilterSpec(rf))
-		}
-	}
-	return spec
 }
 
 // plan turns the backup's spec into the LISTs to run.

@@ -12,7 +12,6 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
-	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/pkg/policy"
 )
 
@@ -69,27 +68,4 @@ func ValidatePolicy(ctx context.Context, c crclient.Reader, rs *v1.Restore) []st
 		return msgs
 	}
 	return strings.Split(err.Error(), "\n")
-}
-
-// fineFilterSpec copies a policy's fine-grained filters for
-// internal/selection, which imports no policy package.
-func fineFilterSpec(p *policy.Policies) selection.FineFilterSpec {
-	var spec selection.FineFilterSpec
-	if p == nil {
-		return spec
-	}
-	for _, nfp := range p.NamespacedFilterPolicies {
-		e := selection.NamespacedFilterSpec{Namespaces: nfp.Namespaces}
-		for _, rf := range nfp.ResourceFilters {
-			e.Filters = append(e.Filters, selection.KindFilterSpec(rf))
-		}
-		spec.Namespaced = append(spec.Namespaced, e)
-	}
-	if c := p.ClusterScopedFilterPolicy; c != nil {
-		spec.Cluster = make([]selection.KindFilterSpec, 0, len(c.ResourceFilters))
-		for _, rf := range c.ResourceFilters {
-			spec.Cluster = append(spec.Cluster, selection.KindFilterSpec(rf))
-		}
-	}
-	return spec
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lifeboat-io/lifeboat/internal/policyfilters"
+
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -264,7 +266,7 @@ func (r *run) fineFilters(ctx context.Context, resolver selection.ResourceResolv
 	if err != nil {
 		return nil, err
 	}
-	fine, err := selection.NewFineFilters(fineFilterSpec(pol), resolver, selection.ForRestore)
+	fine, err := selection.NewFineFilters(policyfilters.Spec(pol), resolver, selection.ForRestore)
 	if err != nil {
 		return nil, fmt.Errorf("spec.resourcePolicy: %w", err)
 	}
