@@ -7,7 +7,7 @@ BIN := bin/lifeboat
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/lifeboat-io/lifeboat/internal/buildinfo.Version=$(VERSION)
 
-.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools node-tools csi-tools clean image image-deps need-root
+.PHONY: build generate verify lint test test-race test-unit fuzz cluster demo bench tools cluster-tools s3-tools velero-cli lint-tools node-tools node-packages csi-tools test-tools clean image image-deps need-root
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lifeboat
@@ -56,16 +56,24 @@ lint:
 # The pinned local API server, etcd and S3 server that the tests start, and
 # Velero v1.18.3's CLI that test/velerocli runs (built once per go.sum of
 # test/compat; cold, about 5.5 minutes on two cores).
-tools:
+tools: cluster-tools s3-tools velero-cli
+cluster-tools:
 	hack/cluster-bins.sh >/dev/null
+s3-tools:
 	hack/versitygw.sh >/dev/null
+velero-cli:
 	test/compat/build.sh velero >/dev/null
+lint-tools:
+	hack/gotool.sh golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint >/dev/null
 
 # The real node's parts: containerd, runc, CNI plugins and iptables from
 # Debian, kubelet and the other node components from the pinned tools module.
-node-tools:
-	hack/node-packages.sh
+# After cluster-tools, never beside it: both build hack/tools/kubernetes and
+# share its build cache, so run together they would compile it twice.
+node-tools: cluster-tools node-packages
 	hack/node-bins.sh >/dev/null
+node-packages:
+	hack/node-packages.sh
 
 # The CSI test stack's parts (internal/testutil/csistack): the
 # external-snapshotter's snapshot-controller and csi-snapshotter and the
@@ -73,6 +81,15 @@ node-tools:
 # snapshot CRDs; kube-controller-manager comes from node-tools.
 csi-tools:
 	hack/csi-bins.sh >/dev/null
+
+# Every tool make test needs. The Debian packages come first and one at a
+# time (apt holds a lock); then the builds run three at a time: each script
+# builds into its own cache directory under its own lock, and on a cold
+# machine one build's module downloads and single-threaded links leave a core
+# idle that another build fills (a cold make test took 52 minutes with them
+# one after another).
+test-tools: image-deps node-packages
+	$(MAKE) -j3 tools node-tools csi-tools lint-tools
 
 # Everything: the tree is what its sources generate, lint, unit, envtest,
 # real-node (this machine's platform's images imported into it) and
@@ -84,7 +101,7 @@ csi-tools:
 # this machine's platform, and the lifeboat image for both), the race
 # detector on the packages that share state between goroutines most, then
 # each fuzz target briefly.
-test: verify tools node-tools csi-tools image-deps
+test: verify test-tools
 	$(GO) vet ./...
 	$(MAKE) lint
 	$(MAKE) image IMAGE_PLATFORMS=local

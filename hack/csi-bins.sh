@@ -49,15 +49,26 @@ flock 9
 tmp=$(mktemp -d "$dir/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
+# One go build per tools module (the snapshotter's two binaries share one):
+# their common packages compile once and the binaries link in parallel.
+# Built into a temporary directory and renamed: an interrupted build never
+# leaves a half-written binary that a later run takes for a cache hit.
+declare -A pkgs=() versions=() names=()
 for c in "${components[@]}"; do
   read -r name mod pkg version <<<"$c"
   [[ -x "$dir/$name" ]] && continue
-  echo "building $name $version into $dir (once per machine)" >&2
-  # Built into a temporary name and renamed: an interrupted build never
-  # leaves a half-written binary that a later run takes for a cache hit.
+  pkgs[$mod]+=" $pkg"
+  names[$mod]+=" $name"
+  versions[$mod]=$version
+done
+for mod in "${!pkgs[@]}"; do
+  echo "building${names[$mod]} ${versions[$mod]} into $dir (once per machine)" >&2
+  # shellcheck disable=SC2086 # word splitting of the package list is meant
   (cd "$root/hack/tools/$mod" && GOWORK=off go build -trimpath \
-    -ldflags "-s -w -X main.version=$version" -o "$tmp/$name" "$pkg")
-  mv "$tmp/$name" "$dir/$name"
+    -ldflags "-s -w -X main.version=${versions[$mod]}" -o "$tmp/" ${pkgs[$mod]})
+  for name in ${names[$mod]}; do
+    mv "$tmp/$name" "$dir/$name"
+  done
 done
 if ! complete; then
   client=$(cd "$root/hack/tools/external-snapshotter" && GOWORK=off go mod download -json \
