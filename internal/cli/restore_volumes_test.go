@@ -56,4 +56,3 @@ func TestDescribeRestoreVolumes(t *testing.T) {
 		}
 	}
 }
-
