@@ -111,9 +111,13 @@ type restoreDescription struct {
 	ResultsError      string              `json:"resultsError,omitempty"`
 	ResourceList      map[string][]string `json:"resourceList,omitempty"`
 	ResourceListError string              `json:"resourceListError,omitempty"`
+	// Volumes is the restore's volume information (--details): each
+	// volume restored from a snapshot, CSI or native, in Velero's shape.
+	Volumes      []volumefiles.RestoreVolumeInfo `json:"volumes,omitempty"`
+	VolumesError string                          `json:"volumesError,omitempty"`
 }
 
-func (f *Factory) structuredRestore(rs *v1.Restore, res *restoreResults, list *resourceListResult) any {
+func (f *Factory) structuredRestore(rs *v1.Restore, res *restoreResults, list *resourceListResult, vols *restoreVolumesResult) any {
 	out := restoreDescription{Kind: "RestoreDescription", Metadata: describeMeta(rs), Phase: restorePhaseOf(rs), Spec: rs.Spec, Status: rs.Status}
 	if res != nil && !res.skipped {
 		if res.err == nil {
@@ -123,6 +127,9 @@ func (f *Factory) structuredRestore(rs *v1.Restore, res *restoreResults, list *r
 	}
 	if list != nil {
 		out.ResourceList, out.ResourceListError = list.items, fileError(list.err)
+	}
+	if vols != nil {
+		out.Volumes, out.VolumesError = vols.infos, fileError(vols.err)
 	}
 	return out
 }

@@ -24,38 +24,47 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 	)
 	// fetchDetails reads what --details adds through the server; nil
 	// results without --details.
-	fetchDetails := func(ctx context.Context, c client.Client, warn io.Writer, rs *v1.Restore) (*restoreResults, *resourceListResult, error) {
+	fetchDetails := func(ctx context.Context, c client.Client, warn io.Writer, rs *v1.Restore) (*restoreResults, *resourceListResult, *restoreVolumesResult, error) {
 		if !details {
-			return nil, nil, nil
+			return nil, nil, nil, nil
 		}
 		d, err := f.storeDownloader(ctx, c, timeout, tlsOpts, locationOfBackup(ctx, c, f.Namespace, rs.Spec.BackupName), warn)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return fetchRestoreResults(ctx, d, rs), fetchResourceList(ctx, d, v1.DownloadTargetKindRestoreResourceList, rs.Name), nil
+		return fetchRestoreResults(ctx, d, rs), fetchResourceList(ctx, d, v1.DownloadTargetKindRestoreResourceList, rs.Name),
+			fetchRestoreVolumes(ctx, d, rs.Name), nil
 	}
 	cmd := newDescribeCommand(f, restoreKind,
 		"Describe prints a restore's spec and status for people to read.\n"+
-			"With --details it also prints the restore's warnings and errors and every restored resource,\n"+
-			"read from the restore's results and resource list through the server.\n"+
+			"With --details it also prints the restore's warnings and errors, every restored resource, and\n"+
+			"the volumes restored from snapshots (CSI or native: the claim or volume, the storage snapshot,\n"+
+			"and for CSI the restored VolumeSnapshot, its content, the driver and the size), read from the\n"+
+			"restore's results, resource list and volume information through the server.\n"+
 			"-o json|yaml prints the same as a RestoreDescription: the restore's metadata, phase, spec and\n"+
-			"status, and results and resourceList (--details).",
+			"status, and results, resourceList and volumes (--details).",
 		func(ctx context.Context, c client.Client, w io.Writer, rs *v1.Restore) error {
-			res, list, err := fetchDetails(ctx, c, w, rs)
+			res, list, vols, err := fetchDetails(ctx, c, w, rs)
 			if err != nil {
 				return err
 			}
-			return f.describeRestore(w, rs, res, list)
+			if err := f.describeRestore(w, rs, res, list); err != nil {
+				return err
+			}
+			if vols != nil {
+				return describeRestoreVolumes(w, vols)
+			}
+			return nil
 		},
 		func(ctx context.Context, c client.Client, rs *v1.Restore) (any, error) {
-			res, list, err := fetchDetails(ctx, c, io.Discard, rs)
+			res, list, vols, err := fetchDetails(ctx, c, io.Discard, rs)
 			if err != nil {
 				return nil, err
 			}
-			return f.structuredRestore(rs, res, list), nil
+			return f.structuredRestore(rs, res, list, vols), nil
 		})
-	cmd.Flags().BoolVar(&details, "details", false, "also print the warnings, errors and restored resources")
-	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the results and resource list (--details)")
+	cmd.Flags().BoolVar(&details, "details", false, "also print the warnings, errors, restored resources and volumes restored from snapshots")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the results, resource list and volume information (--details)")
 	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
 }

@@ -69,6 +69,8 @@ func restoreFileStore(dir string) func(v1.DownloadTarget) string {
 			name = storage.RestoreResultsFile(target.Name)
 		case v1.DownloadTargetKindRestoreResourceList:
 			name = storage.RestoreResourceListFile(target.Name)
+		case v1.DownloadTargetKindRestoreVolumeInfo:
+			name = storage.RestoreVolumeInfoFile(target.Name)
 		default:
 			name = "not-a-restore-file"
 		}
@@ -244,6 +246,8 @@ func TestRestoreDescribeDetails(t *testing.T) {
 	}`))
 	writeGzip(t, dir, storage.RestoreResourceListFile("web-copy"),
 		[]byte(`{"v1/ConfigMap":["shop-copy/settings(skipped)","shop-copy/flags(created)"],"apps/v1/Deployment":["shop-copy/web(failed)"]}`))
+	writeGzip(t, dir, storage.RestoreVolumeInfoFile("web-copy"), []byte(`[{"pvcName":"data","pvcNamespace":"shop-copy","restoreMethod":"CSISnapshot",
+		"snapshotDataMoved":false,"csiSnapshotInfo":{"snapshotHandle":"snap-1","size":1048576,"driver":"hostpath.csi.lifeboat.io","vscName":"9f3c"}}]`))
 	done, _ := sampleRestores()
 	c := newFakeBuilder(t, done).WithInterceptorFuncs(serveDownloads(restoreFileStore(dir))).Build()
 	out, _, err := run(t, newTestFactory(c), "restore", "describe", "web-copy", "--details")
@@ -257,6 +261,8 @@ func TestRestoreDescribeDetails(t *testing.T) {
 		"Warnings: 2\n Velero: <none>\n Cluster:\n - could not restore namespaces/shop-copy: already exists\n Namespaces:\n shop-copy:\n" +
 			" - configmaps/shop-copy/settings exists and differs; kept (existingResourcePolicy none)\n",
 		"Resource List:\n apps/v1/Deployment:\n - shop-copy/web(failed)\n v1/ConfigMap:\n - shop-copy/settings(skipped)\n - shop-copy/flags(created)\n",
+		"Volumes: 1 from CSI snapshots, 0 from native snapshots\n VOLUME RESTORED FROM\n" +
+			" pvc shop-copy/data CSI snapshot snap-1 (content 9f3c, driver hostpath.csi.lifeboat.io, 1048576 bytes)\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("description lacks %q:\n%s", want, out)
@@ -276,6 +282,7 @@ func TestRestoreDescribeDetailsMissingFiles(t *testing.T) {
 	for _, want := range []string{
 		"Errors: 1\nWarnings: 2\nResults: <restore results not found>\n",
 		"Resource List: <restore resource list not found>\n",
+		"Volumes: <restore volume information not found>\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("description lacks %q:\n%s", want, out)

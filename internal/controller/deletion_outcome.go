@@ -107,6 +107,10 @@ func (r *DeleteBackupRequestReconciler) succeeded(ctx context.Context, dbr *v1.D
 	metrics.BackupDeletionSucceeded(b.Labels[v1.ScheduleNameLabel], took)
 	now := metav1.NewTime(r.now())
 	report := res.Report
+	// The earlier requests go before this one is final, as in Velero: who
+	// sees it Processed (a person, an alert on the phase, a test) no
+	// longer sees an earlier Failed request for a backup that is gone.
+	r.deleteOldRequests(ctx, dbr)
 	if err := r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
 		applyDeletionState(s, res.State)
 		s.Phase = v1.DeleteBackupRequestPhaseProcessed
@@ -119,7 +123,6 @@ func (r *DeleteBackupRequestReconciler) succeeded(ctx context.Context, dbr *v1.D
 	}
 	r.Log.Info("backup deletion request processed", "request", dbr.Namespace+"/"+dbr.Name, "backup", dbr.Spec.BackupName,
 		"attempts", dbr.Status.Attempts, "keysRemoved", report.KeysRemoved)
-	r.deleteOldRequests(ctx, dbr)
 	return nil
 }
 
@@ -131,6 +134,9 @@ func (r *DeleteBackupRequestReconciler) backupGone(ctx context.Context, dbr *v1.
 	st := deletionStateOf(dbr)
 	now := metav1.NewTime(r.now())
 	if slices.Contains(st.Checkpoint.CompletedSteps, v1.DeletionStepBackupData) {
+		// The attempt that removed the backup ended before its final
+		// status write: finish what succeeded would have done.
+		r.deleteOldRequests(ctx, dbr)
 		return r.patchStatus(ctx, dbr, func(s *v1.DeleteBackupRequestStatus) {
 			s.Phase = v1.DeleteBackupRequestPhaseProcessed
 			s.Errors, s.ErrorDetails = nil, nil

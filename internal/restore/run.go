@@ -84,6 +84,14 @@ type run struct {
 	snapshottersMu sync.Mutex
 	// csi is what the restore knows of the backup's CSI snapshots.
 	csi *csiRestore
+	// csiByFilters holds the stored VolumeSnapshots and contents the
+	// restore's filters admit (itemKey); csiExcluded the snapshot types
+	// spec.excludedResources names. Both are set while spooling.
+	csiByFilters map[string]bool
+	csiExcluded  map[schema.GroupResource]bool
+	// csiClaims are the restore volume information of claims made from a
+	// CSI snapshot, by target namespace/name, recorded once created.
+	csiClaims map[string]volumefiles.RestoreVolumeInfo
 
 	// hookRules are the spec's restore hooks; exec hooks run under
 	// hookCtx in hookWG, counted under hookMu.
@@ -163,14 +171,16 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("reading the archive of backup %q: %w", r.b.Name, err)
 	}
-	r.total = sp.total()
-	r.report(true)
 	if err := r.loadSnapshots(ctx); err != nil {
 		return err
 	}
 	if err := r.loadCSI(ctx); err != nil {
 		return err
 	}
+	// The snapshot objects no restored claim needs and the filters left
+	// out were spooled, but are not restored: they are not counted.
+	r.total = sp.total() - len(r.csi.skip)
+	r.report(true)
 
 	for _, gr := range restoreOrder(sp.groupResources()) {
 		if err := ctx.Err(); err != nil {
@@ -216,16 +226,13 @@ func (r *run) filter(ctx context.Context) (filter, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.noteCSIExclusions(spec.ExcludedResources, resolver); err != nil {
+		return nil, err
+	}
 	namespaces := resources.Namespaces()
-	return func(ref archive.ItemRef, data []byte) (bool, error) {
-		if nonRestorable[ref.GroupResource] {
-			return false, nil
-		}
-		gr := schema.ParseGroupResource(ref.GroupResource)
-		if gr == csisnapshot.VolumeSnapshots || gr == csisnapshot.VolumeSnapshotContents {
-			return r.admitSnapshotItem(gr, ref, data, namespaces.ShouldInclude), nil
-		}
-		if !resources.ShouldIncludeResource(gr, ref.Namespace != "") {
+	// admit is what the restore's filters say of an item.
+	admit := func(ref archive.ItemRef, gr schema.GroupResource, data []byte) (bool, error) {
+		if !resources.ShouldRestoreResource(gr, ref.Namespace != "") {
 			return false, nil
 		}
 		if ref.Namespace != "" && !namespaces.ShouldInclude(ref.Namespace) {
@@ -251,6 +258,16 @@ func (r *run) filter(ctx context.Context) (filter, error) {
 			return false, err
 		}
 		return labels.Matches(l), nil
+	}
+	return func(ref archive.ItemRef, data []byte) (bool, error) {
+		if nonRestorable[ref.GroupResource] {
+			return false, nil
+		}
+		gr := schema.ParseGroupResource(ref.GroupResource)
+		if gr == csisnapshot.VolumeSnapshots || gr == csisnapshot.VolumeSnapshotContents {
+			return r.spoolSnapshotItem(gr, ref, data, namespaces.ShouldInclude, admit)
+		}
+		return admit(ref, gr, data)
 	}, nil
 }
 
@@ -302,6 +319,9 @@ func (r *run) restoreType(ctx context.Context, sp *spool, grs string) error {
 		}()
 	}
 	err := sp.each(grs, func(it spooledItem) error {
+		if r.csi.skipped(gr, it) {
+			return nil
+		}
 		select {
 		case items <- it:
 			return nil
@@ -422,6 +442,9 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	case err == nil:
 		r.recordUID(gv.Group, info.Kind, ns, obj.GetName(), createdObj.GetUID())
 		r.record(obj, "created")
+		if gr == grPVCs {
+			r.claimCreated(ns, name, obj.GetName())
+		}
 		if gr == grPods {
 			// Only pods this restore created, as in Velero.
 			r.startExecHooks(createdObj)
@@ -613,7 +636,13 @@ func (r *run) restoredVolumes() []volumefiles.RestoreVolumeInfo {
 	if r.volumeInfos == nil {
 		return []volumefiles.RestoreVolumeInfo{}
 	}
-	sort.Slice(r.volumeInfos, func(i, j int) bool { return r.volumeInfos[i].PVName < r.volumeInfos[j].PVName })
+	sort.Slice(r.volumeInfos, func(i, j int) bool {
+		a, b := r.volumeInfos[i], r.volumeInfos[j]
+		if a.PVName != b.PVName {
+			return a.PVName < b.PVName
+		}
+		return a.PVCNamespace+"/"+a.PVCName < b.PVCNamespace+"/"+b.PVCName
+	})
 	return r.volumeInfos
 }
 

@@ -301,6 +301,13 @@ func (f *ResourceFilter) ShouldIncludeResource(gr schema.GroupResource, namespac
 	if isAlwaysExcluded(gr) {
 		return false
 	}
+	return f.ShouldRestoreResource(gr, namespaced)
+}
+
+// ShouldRestoreResource is what a restore's filters say of type gr: as
+// ShouldIncludeResource, but a backup's CSI VolumeSnapshots and contents
+// are judged like any other type (only backups leave them out).
+func (f *ResourceFilter) ShouldRestoreResource(gr schema.GroupResource, namespaced bool) bool {
 	key := gr.String()
 	if f.scoped {
 		if namespaced {

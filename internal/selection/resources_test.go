@@ -433,3 +433,21 @@ func TestAlwaysExcludedResourcesReturnsACopy(t *testing.T) {
 		t.Error("caller changed the package's list")
 	}
 }
+
+// TestARestoreJudgesSnapshotTypesLikeAnyOther: no backup collects CSI
+// VolumeSnapshots or contents, but a restore's filters decide them as
+// they decide any type.
+func TestARestoreJudgesSnapshotTypesLikeAnyOther(t *testing.T) {
+	vs := schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshots"}
+	vsc := schema.GroupResource{Group: "snapshot.storage.k8s.io", Resource: "volumesnapshotcontents"}
+	all, _ := NewResourceFilter(nil, nil)
+	if all.ShouldIncludeResource(vs, true) || !all.ShouldRestoreResource(vs, true) || !all.ShouldRestoreResource(vsc, false) {
+		t.Errorf("an empty spec: backup includes volumesnapshots %v, restore %v / contents %v; want false, true, true",
+			all.ShouldIncludeResource(vs, true), all.ShouldRestoreResource(vs, true), all.ShouldRestoreResource(vsc, false))
+	}
+	excluded, _ := NewResourceFilter(&v1.BackupSpec{ExcludedResources: []string{"volumesnapshots.snapshot.storage.k8s.io"}}, nil)
+	if excluded.ShouldRestoreResource(vs, true) || !excluded.ShouldRestoreResource(vsc, false) {
+		t.Errorf("excluding volumesnapshots: restore volumesnapshots %v, contents %v; want false, true",
+			excluded.ShouldRestoreResource(vs, true), excluded.ShouldRestoreResource(vsc, false))
+	}
+}

@@ -591,7 +591,9 @@ func TestDeletionFailsVisiblyAfterTheLastAttempt(t *testing.T) {
 	if !w.backupGone(b) {
 		t.Error("backup still there")
 	}
-	// The failed request is cleaned up once the backup is gone.
+	// The failed request is cleaned up once the backup is gone, before
+	// the request that deleted it is Processed: read right after, it must
+	// be gone already (it once was deleted after, and this raced).
 	err := env.Client.Get(testenv.Ctx(t), client.ObjectKeyFromObject(dbr), &v1.DeleteBackupRequest{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the failed request is still there after a later one succeeded (%v)", err)

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -163,6 +164,12 @@ func TestCSIBackupAndRestore(t *testing.T) {
 		handles[name] = boundClaim(t, ns, name)
 		writeVolume(t, handles[name], name+".txt", "contents of "+name)
 	}
+	// data's snapshot is larger than the 1Mi its claim asks for (the
+	// driver does not enforce sizes; a snapshot's size is the data's), as
+	// a snapshot of a volume the provisioner made larger than asked is:
+	// its restored claim must ask for the snapshot's restore size, or the
+	// provisioner refuses to make the volume.
+	writeVolume(t, handles["data"], "big.bin", strings.Repeat("x", 3<<20))
 	snapsBefore, err := env.CSI.Snapshots()
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +187,8 @@ func TestCSIBackupAndRestore(t *testing.T) {
 	// The tarball: each claim names its snapshot; each snapshot is stored
 	// ready with the handle, its content and the class too.
 	items := archiveItems(t, bucketDir, b.Name)
-	snapOf := map[string]string{} // claim -> driver snapshot ID
+	snapOf := map[string]string{}            // claim -> driver snapshot ID
+	sizeOf := map[string]resource.Quantity{} // claim -> its snapshot's restore size
 	for _, name := range claims {
 		pvc := items["resources/persistentvolumeclaims/namespaces/"+ns+"/"+name+".json"]
 		vsName, _ := pvc["metadata"].(map[string]any)["annotations"].(map[string]any)[csisnapshot.VolumeSnapshotNameLabel].(string)
@@ -202,6 +210,14 @@ func TestCSIBackupAndRestore(t *testing.T) {
 			t.Errorf("content %s not in the backup", vscName)
 		}
 		snapOf[name] = handle
+		size, err := resource.ParseQuantity(fmt.Sprint(ann[csisnapshot.RestoreSizeAnnotation]))
+		if err != nil {
+			t.Fatalf("stored VolumeSnapshot of %s: restore size annotation %v: %v", name, ann[csisnapshot.RestoreSizeAnnotation], err)
+		}
+		sizeOf[name] = size
+	}
+	if data, logs := sizeOf["data"], sizeOf["logs"]; data.Cmp(resource.MustParse("1Mi")) <= 0 || logs.Cmp(resource.MustParse("1Mi")) >= 0 {
+		t.Fatalf("snapshot restore sizes %v: want data's above its claim's 1Mi and logs' below", sizeOf)
 	}
 	if items["resources/volumesnapshotclasses.snapshot.storage.k8s.io/cluster/"+csistack.SnapshotClass+".json"] == nil {
 		t.Errorf("the VolumeSnapshotClass is not in the backup")
@@ -305,9 +321,34 @@ func TestCSIBackupAndRestore(t *testing.T) {
 		if handle == handles[name] {
 			t.Errorf("restored claim %s reuses the original volume %s", name, handle)
 		}
+		// The request: the snapshot's restore size where that is larger
+		// than the stored claim's 1Mi, else the 1Mi.
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(testenv.Ctx(t), client.ObjectKey{Namespace: target, Name: name}, pvc); err != nil {
+			t.Fatal(err)
+		}
+		want, size := resource.MustParse("1Mi"), sizeOf[name]
+		if size.Cmp(want) > 0 {
+			want = size
+		}
+		if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.Cmp(want) != 0 {
+			t.Errorf("restored claim %s requests %s, want %s (its snapshot's restore size is %s)", name, got.String(), want.String(), size.String())
+		}
 		files, err := env.CSI.VolumeFiles(handle)
 		if err != nil || string(files[name+".txt"]) != "contents of "+name {
 			t.Errorf("restored volume %s of %s holds %v (%v)", handle, name, files, err)
+		}
+	}
+
+	// describe --details lists the claims restored from CSI snapshots,
+	// with the storage snapshot each came from.
+	out = clitest.Must(t, env.Kubeconfig, "-n", env.Namespace, "restore", "describe", rs.Name, "--details")
+	if !strings.Contains(out, "Volumes:  2 from CSI snapshots, 0 from native snapshots") {
+		t.Errorf("restore describe --details does not count the CSI snapshot restores:\n%s", out)
+	}
+	for _, name := range claims {
+		if !strings.Contains(out, "pvc "+target+"/"+name) || !strings.Contains(out, "CSI snapshot "+snapOf[name]) {
+			t.Errorf("restore describe --details does not show %s restored from %s:\n%s", name, snapOf[name], out)
 		}
 	}
 
