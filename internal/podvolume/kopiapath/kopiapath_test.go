@@ -120,8 +120,8 @@ func newFixture(t *testing.T, bsl *v1.BackupStorageLocation, creds []byte, c cli
 	if bsl.Spec.Provider == "lifeboat.io/filesystem" {
 		f.root = bsl.Spec.Config["path"]
 	}
-	if err := mgr.Ensure(t.Context(), f.repo); err != nil {
-		t.Fatalf("Ensure: %v", err)
+	if err := mgr.Prepare(t.Context(), f.repo); err != nil {
+		t.Fatalf("Prepare: %v", err)
 	}
 	return f
 }
@@ -391,18 +391,18 @@ func TestWrongPassword(t *testing.T) {
 		Storage: staticStorage{}, Secrets: passwordClient(t, "not-the-password"), Namespace: serverNS, WorkDir: t.TempDir(),
 	}
 	defer other.Close(context.Background())
-	err := other.Ensure(t.Context(), f.repo)
+	err := other.Prepare(t.Context(), f.repo)
 	if err == nil || !strings.Contains(err.Error(), "secret lifeboat/velero-repo-credentials") || !strings.Contains(err.Error(), "invalid repository password") {
-		t.Fatalf("Ensure with a wrong password: %v; want an error naming the Secret", err)
+		t.Fatalf("Prepare with a wrong password: %v; want an error naming the Secret", err)
 	}
 }
 
 func TestMissingPasswordSecret(t *testing.T) {
 	bsl, _ := filesystemLocation(t)
 	mgr := &repository.Manager{Storage: staticStorage{}, Secrets: passwordClient(t, ""), Namespace: serverNS, WorkDir: t.TempDir()}
-	err := mgr.Ensure(t.Context(), podvolume.Repository{Location: bsl, VolumeNamespace: "app"})
+	err := mgr.Prepare(t.Context(), podvolume.Repository{Location: bsl, VolumeNamespace: "app"})
 	if err == nil || !strings.Contains(err.Error(), "velero-repo-credentials") {
-		t.Fatalf("Ensure without the password Secret: %v", err)
+		t.Fatalf("Prepare without the password Secret: %v", err)
 	}
 }
 
@@ -410,9 +410,9 @@ func TestUnsupportedProvider(t *testing.T) {
 	bsl, _ := filesystemLocation(t)
 	bsl.Spec.Provider = "velero.io/azure"
 	mgr := &repository.Manager{Storage: staticStorage{}, Secrets: passwordClient(t, "p"), Namespace: serverNS, WorkDir: t.TempDir()}
-	err := mgr.Ensure(t.Context(), podvolume.Repository{Location: bsl, VolumeNamespace: "app"})
+	err := mgr.Prepare(t.Context(), podvolume.Repository{Location: bsl, VolumeNamespace: "app"})
 	if err == nil || !strings.Contains(err.Error(), `provider "velero.io/azure"`) || !strings.Contains(err.Error(), "lifeboat.io/filesystem") {
-		t.Fatalf("Ensure on an Azure location: %v", err)
+		t.Fatalf("Prepare on an Azure location: %v", err)
 	}
 }
 

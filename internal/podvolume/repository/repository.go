@@ -101,9 +101,9 @@ func (m *Manager) storage(ctx context.Context, r podvolume.Repository, create bo
 	return openStorage(ctx, res, r.Location, r.VolumeNamespace, create)
 }
 
-// Ensure creates the repository if its storage holds none (with Velero's
+// Prepare creates the repository if its storage holds none (with Velero's
 // options and metadata) and checks that it opens with the password.
-func (m *Manager) Ensure(ctx context.Context, r podvolume.Repository) error {
+func (m *Manager) Prepare(ctx context.Context, r podvolume.Repository) error {
 	if r.Location.Spec.AccessMode == "ReadOnly" {
 		_, release, err := m.Open(ctx, r)
 		if err != nil {
@@ -395,6 +395,12 @@ func (m *Manager) explain(r podvolume.Repository, err error) error {
 		return fmt.Errorf("%s: %w", where, ErrNotFound)
 	}
 	return fmt.Errorf("%s: %w", where, err)
+}
+
+// RunMaintenance runs the maintenance kopia's schedule says is due (quick
+// or full), as Velero's maintenance job does.
+func (m *Manager) RunMaintenance(ctx context.Context, r podvolume.Repository) error {
+	return m.Maintain(ctx, r, maintenance.ModeAuto)
 }
 
 // Maintain runs kopia's maintenance on the repository as Velero does:
