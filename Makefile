@@ -60,6 +60,7 @@ tools:
 	hack/cluster-bins.sh >/dev/null
 	hack/versitygw.sh >/dev/null
 	test/compat/build.sh velero >/dev/null
+	test/compat/build.sh velerokopia >/dev/null
 
 # The real node's parts: containerd, runc, CNI plugins and iptables from
 # Debian, kubelet and the other node components from the pinned tools module.
