@@ -417,3 +417,72 @@ func TestUnsupportedProvider(t *testing.T) {
 }
 
 func manifestID(s string) manifest.ID { return manifest.ID(s) }
+
+// Volumes of one namespace share the repository: concurrent backups
+// through one open repository, each restorable.
+func TestConcurrentBackups(t *testing.T) {
+	bsl, _ := filesystemLocation(t)
+	f := newFixture(t, bsl, nil, passwordClient(t, repository.DefaultPassword))
+	src := volume(t)
+	want := tree(t, src)
+	ids := make([]string, 4)
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() {
+			tg := tags("b")
+			tg["pod"] = fmt.Sprintf("web-%d", i)
+			res, err := f.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: f.repo, Path: src, Tags: tg})
+			ids[i], errs[i] = res.SnapshotID, err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("backup %d: %v", i, err)
+		}
+		dst := t.TempDir()
+		if _, err := f.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: f.repo, SnapshotID: ids[i], Path: dst}); err != nil {
+			t.Fatalf("restore %d: %v", i, err)
+		}
+		compareTrees(t, want, tree(t, dst))
+	}
+}
+
+// One connection per repository while the location's spec stays the same
+// (its status changes on every validation); a new one when the spec
+// changes, the old one still usable by whoever holds it.
+func TestRepositoryConnectionReuse(t *testing.T) {
+	bsl, _ := filesystemLocation(t)
+	f := newFixture(t, bsl, nil, passwordClient(t, repository.DefaultPassword))
+	r1, rel1, err := f.mgr.Open(t.Context(), f.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statusOnly := bsl.DeepCopy()
+	statusOnly.ResourceVersion = "2"
+	statusOnly.Status.Phase = v1.BackupStorageLocationPhaseAvailable
+	r2, rel2, err := f.mgr.Open(t.Context(), podvolume.Repository{Location: statusOnly, VolumeNamespace: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1 != r2 {
+		t.Errorf("a status change of the location opened a second connection")
+	}
+	rel2()
+	changed := bsl.DeepCopy()
+	changed.Spec.Config = map[string]string{"path": bsl.Spec.Config["path"], "unrelated": "x"}
+	r3, rel3, err := f.mgr.Open(t.Context(), podvolume.Repository{Location: changed, VolumeNamespace: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel3()
+	if r3 == r1 {
+		t.Errorf("a spec change of the location kept the old connection")
+	}
+	// The old holder can still use its connection until it releases it.
+	if _, err := snapshot.ListSources(t.Context(), r1); err != nil {
+		t.Errorf("old connection after the spec change: %v", err)
+	}
+	rel1()
+}

@@ -14,6 +14,8 @@ package repository
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,7 @@ import (
 	"github.com/kopia/kopia/snapshot/snapshotmaintenance"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 )
 
@@ -68,6 +71,9 @@ type Manager struct {
 
 	mu    sync.Mutex
 	repos map[key]*handle
+	// stale are replaced connections still in use, closed by their last
+	// user (or by Close).
+	stale map[*handle]bool
 }
 
 type key struct{ location, namespace string }
@@ -75,7 +81,7 @@ type key struct{ location, namespace string }
 type handle struct {
 	mu      sync.Mutex // held while opening
 	rep     repo.Repository
-	version string // the location's resourceVersion it was opened with
+	version string // specVersion of the location it was opened with
 	users   int
 	stale   bool
 }
@@ -255,26 +261,34 @@ func ensureEmpty(ctx context.Context, st blob.Storage) error {
 // a function to call when done with it. ErrNotFound when none exists.
 func (m *Manager) Open(ctx context.Context, r podvolume.Repository) (repo.Repository, func(), error) {
 	k := key{location: r.Location.Namespace + "/" + r.Location.Name, namespace: r.VolumeNamespace}
+	var toClose repo.Repository
 	m.mu.Lock()
 	if m.repos == nil {
 		m.repos = map[key]*handle{}
+		m.stale = map[*handle]bool{}
 	}
+	version := specVersion(r.Location)
 	h := m.repos[k]
-	if h != nil && h.version != r.Location.ResourceVersion {
+	if h != nil && h.version != version {
 		// The location changed (credentials, endpoint): new callers get a
 		// new connection; the old one closes when its last user is done.
 		h.stale = true
 		if h.users == 0 && h.rep != nil {
-			go m.closeRepo(h.rep)
+			toClose = h.rep
+		} else {
+			m.stale[h] = true
 		}
 		h = nil
 	}
 	if h == nil {
-		h = &handle{version: r.Location.ResourceVersion}
+		h = &handle{version: version}
 		m.repos[k] = h
 	}
 	h.users++
 	m.mu.Unlock()
+	if toClose != nil {
+		m.closeRepo(toClose)
+	}
 
 	h.mu.Lock()
 	if h.rep == nil {
@@ -292,22 +306,35 @@ func (m *Manager) Open(ctx context.Context, r podvolume.Repository) (repo.Reposi
 	return rep, func() { once.Do(func() { m.release(k, h) }) }, nil
 }
 
+// specVersion identifies what a connection was made from: the location's
+// spec (its status changes with every validation, which must not reconnect).
+func specVersion(bsl *v1.BackupStorageLocation) string {
+	b, err := json.Marshal(bsl.Spec)
+	if err != nil {
+		return bsl.ResourceVersion
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
 func (m *Manager) release(k key, h *handle) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	h.users--
-	if h.users > 0 {
-		return
-	}
-	if h.rep == nil {
+	var toClose repo.Repository
+	switch {
+	case h.users > 0:
+	case h.rep == nil:
 		// Opening failed: the next caller tries again.
 		if m.repos[k] == h {
 			delete(m.repos, k)
 		}
-		return
+	case h.stale && m.stale[h]:
+		delete(m.stale, h)
+		toClose = h.rep
 	}
-	if h.stale {
-		go m.closeRepo(h.rep)
+	m.mu.Unlock()
+	if toClose != nil {
+		m.closeRepo(toClose)
 	}
 }
 
@@ -331,6 +358,14 @@ func (m *Manager) Close(ctx context.Context) error {
 			}
 		}
 		delete(m.repos, k)
+	}
+	for h := range m.stale {
+		if h.rep != nil {
+			if err := h.rep.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("closing a replaced repository connection: %w", err))
+			}
+		}
+		delete(m.stale, h)
 	}
 	return errors.Join(errs...)
 }
