@@ -22,6 +22,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/kopia/kopia/repo/manifest"
+	"github.com/kopia/kopia/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -159,8 +161,18 @@ func TestVeleroWritesLifeboatRestores(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lifeboat backup after Velero's: %v", err)
 	}
-	if res.SnapshotID == id {
-		t.Fatalf("same snapshot ID")
+	rep, release, err := s.mgr.Open(t.Context(), s.repo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	man, err := snapshot.LoadSnapshot(t.Context(), rep, manifest.ID(res.SnapshotID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SnapshotID == id || man.Stats.NonCachedFiles != 0 || man.Stats.CachedFiles == 0 {
+		t.Errorf("Lifeboat's backup after Velero's (%s): snapshot %s read %d files again, %d cached; want none read, Velero's as parent",
+			id, res.SnapshotID, man.Stats.NonCachedFiles, man.Stats.CachedFiles)
 	}
 }
 
