@@ -9,6 +9,7 @@
 package kopiapath
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,11 +130,16 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 	start := time.Now()
 	man, err := u.Upload(wctx, src, tree, si, previous...)
 	stop()
-	if u.IsCanceled() && ctx.Err() != nil {
-		return podvolume.BackupResult{}, fmt.Errorf("backup of %s cancelled: %w", req.Path, ctx.Err())
+	// A cancelled upload may end without an error, its manifest marked
+	// incomplete: never store that as a snapshot.
+	if ctx.Err() != nil || u.IsCanceled() {
+		return podvolume.BackupResult{}, fmt.Errorf("backup of %s cancelled: %w", req.Path, cmp.Or(ctx.Err(), context.Canceled))
 	}
 	if err != nil {
 		return podvolume.BackupResult{}, fmt.Errorf("uploading %s: %w", req.Path, err)
+	}
+	if man.IncompleteReason != "" {
+		return podvolume.BackupResult{}, fmt.Errorf("uploading %s: incomplete (%s)", req.Path, man.IncompleteReason)
 	}
 	man.Tags = tags
 	man.Description = description
