@@ -77,6 +77,7 @@ func SourcePath(tags map[string]string, pvcName string) string {
 
 // Backup stores the files under req.Path as a snapshot.
 func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (podvolume.BackupResult, error) {
+	ctx = repository.WithKopiaLog(ctx, d.Log)
 	if req.Path == "" {
 		return podvolume.BackupResult{}, errors.New("backup: the volume's path is empty")
 	}
@@ -274,6 +275,7 @@ func localEntry(path string) (fs.Entry, error) {
 // existing files, directories and symlinks are overwritten, owners and
 // modes are restored where the process may set them.
 func (d *DataPath) Restore(ctx context.Context, req podvolume.RestoreRequest) (int64, error) {
+	ctx = repository.WithKopiaLog(ctx, d.Log)
 	if req.SnapshotID == "" {
 		return 0, errors.New("restore: no snapshot ID")
 	}
@@ -357,6 +359,7 @@ func syncFS(dir string) error {
 // Forget deletes the snapshot's manifest; the data only it references is
 // reclaimed by the repository's maintenance.
 func (d *DataPath) Forget(ctx context.Context, r podvolume.Repository, snapshotID string) error {
+	ctx = repository.WithKopiaLog(ctx, d.Log)
 	if snapshotID == "" {
 		return nil
 	}

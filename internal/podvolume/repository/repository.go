@@ -110,6 +110,7 @@ func (m *Manager) storage(ctx context.Context, r podvolume.Repository, create bo
 // Prepare creates the repository if its storage holds none (with Velero's
 // options and metadata) and checks that it opens with the password.
 func (m *Manager) Prepare(ctx context.Context, r podvolume.Repository) error {
+	ctx = WithKopiaLog(ctx, m.Log)
 	if r.Location.Spec.AccessMode == "ReadOnly" {
 		_, release, err := m.Open(ctx, r)
 		if err != nil {
@@ -377,6 +378,7 @@ func (m *Manager) dir(r podvolume.Repository) string {
 // connect connects to the repository afresh (config file and cache under
 // the work directory) and opens it.
 func (m *Manager) connect(ctx context.Context, r podvolume.Repository) (repo.Repository, error) {
+	ctx = WithKopiaLog(ctx, m.Log)
 	password, err := readPassword(ctx, m.Secrets, m.Namespace)
 	if err != nil {
 		return nil, err
@@ -442,6 +444,7 @@ func (m *Manager) RunMaintenance(ctx context.Context, r podvolume.Repository) er
 // kopia decides between quick and full by the repository's schedule
 // (mode auto), or the mode asked for.
 func (m *Manager) Maintain(ctx context.Context, r podvolume.Repository, mode maintenance.Mode) error {
+	ctx = WithKopiaLog(ctx, m.Log)
 	rep, release, err := m.Open(ctx, r)
 	if err != nil {
 		return err
