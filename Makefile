@@ -54,8 +54,10 @@ lint:
 	for m in $(LINT_MODULES); do (cd $$m && GOWORK=off $$gl run --allow-serial-runners ./...); done
 
 # The pinned local API server, etcd and S3 server that the tests start, and
-# Velero v1.18.3's CLI that test/velerocli runs (built once per go.sum of
-# test/compat; cold, about 5.5 minutes on two cores).
+# Velero v1.18.3's CLI that test/velerocli runs and its file-system backup
+# code that test/velerokopia drives (built once per go.sum of test/compat, one
+# after the other since they share its build cache; cold, about 5.5 minutes
+# on two cores).
 tools: cluster-tools s3-tools velero-cli
 cluster-tools:
 	hack/cluster-bins.sh >/dev/null
@@ -63,6 +65,7 @@ s3-tools:
 	hack/versitygw.sh >/dev/null
 velero-cli:
 	test/compat/build.sh velero >/dev/null
+	test/compat/build.sh velerokopia >/dev/null
 lint-tools:
 	hack/gotool.sh golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint >/dev/null
 

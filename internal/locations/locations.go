@@ -98,32 +98,58 @@ func (r *Resolver) Find(ctx context.Context, name string) (*v1.BackupStorageLoca
 	return nil, &NotFoundError{Name: name, Existing: names}
 }
 
-// Open connects to the object store of bsl.
-func (r *Resolver) Open(ctx context.Context, bsl *v1.BackupStorageLocation) (*storage.BackupStore, error) {
+// ResolvedStorage is a BackupStorageLocation's store settings with what
+// it refers to read from its Secrets.
+type ResolvedStorage struct {
+	Provider string
+	// Config is spec.config plus "caCert" (the PEM bundle of
+	// spec.objectStorage.caCertRef or caCert) when one is set.
+	Config map[string]string
+	// Credentials is the content of spec.credential's Secret key; nil when
+	// the location names none.
+	Credentials []byte
+	// CACert is the PEM bundle the store is to be trusted with, or nil.
+	CACert []byte
+}
+
+// ResolveStorage reads what bsl's store needs besides the location itself
+// (credentials, CA bundle), for clients other than Lifeboat's object store
+// that reach the same store (the file-system backup repositories).
+func (r *Resolver) ResolveStorage(ctx context.Context, bsl *v1.BackupStorageLocation) (*ResolvedStorage, error) {
 	if bsl.Spec.ObjectStorage == nil || bsl.Spec.ObjectStorage.Bucket == "" {
 		return nil, fmt.Errorf("BackupStorageLocation %q: spec.objectStorage.bucket is required", bsl.Name)
 	}
-	var creds []byte
+	res := &ResolvedStorage{Provider: bsl.Spec.Provider, Config: maps.Clone(bsl.Spec.Config)}
 	if sel := bsl.Spec.Credential; sel != nil {
 		data, err := r.secretKey(ctx, "BackupStorageLocation", bsl.Namespace, bsl.Name, "spec.credential", sel)
 		if err != nil {
 			return nil, err
 		}
-		creds = data
+		res.Credentials = data
 	}
-	config := maps.Clone(bsl.Spec.Config)
 	ca, err := r.caCert(ctx, bsl)
 	if err != nil {
 		return nil, err
 	}
 	if len(ca) > 0 {
-		if config == nil {
-			config = map[string]string{}
+		if res.Config == nil {
+			res.Config = map[string]string{}
 		}
 		// The store's config key, for the built-in S3 store and for
 		// plugins alike, as Velero passes it.
-		config["caCert"] = string(ca)
+		res.Config["caCert"] = string(ca)
+		res.CACert = ca
 	}
+	return res, nil
+}
+
+// Open connects to the object store of bsl.
+func (r *Resolver) Open(ctx context.Context, bsl *v1.BackupStorageLocation) (*storage.BackupStore, error) {
+	res, err := r.ResolveStorage(ctx, bsl)
+	if err != nil {
+		return nil, err
+	}
+	config, creds := res.Config, res.Credentials
 	var store storage.ObjectStore
 	external := r.Plugins != nil && r.Plugins.IsExternal(api.KindObjectStore, bsl.Spec.Provider)
 	if provider.IsBuiltIn(bsl.Spec.Provider) && !external {

@@ -37,6 +37,13 @@ type BackupRequest struct {
 	// pod-uid, ns, volume, pvc-uid, ...); the data path also uses them to
 	// find the parent snapshot of an incremental backup as Velero does.
 	Tags map[string]string
+	// PVCName is the name of the volume's PersistentVolumeClaim (Velero's
+	// PodVolumeBackup annotation velero.io/pvc-name), empty for a volume
+	// without one. As in Velero, the snapshot's source is
+	// <namespace>/<pod>/<PVC name, else volume name>: the parent of an
+	// incremental backup is looked for among the snapshots of the same
+	// source, so a PVC's data stays incremental across pods.
+	PVCName string
 	// Progress, if set, is called as the transfer advances (not more than
 	// a few times a second).
 	Progress func(Progress)

@@ -34,6 +34,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/metrics"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/builtinplugin"
 	"github.com/lifeboat-io/lifeboat/internal/workdir"
@@ -200,6 +201,27 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		},
 	}
 	reconcilers = append(reconcilers, newDeletionReconciler(mgr, acc, opts, plugins, resolver, events, log))
+	// File-system backup repositories: kept open (per location and volume
+	// namespace) for the server's life, closed before the work directory
+	// holding their caches is removed.
+	repos := &repository.Manager{
+		Storage: resolver, Secrets: acc.Reader, Namespace: opts.Namespace,
+		WorkDir: work.Path(), Log: log.With("component", "repositories"),
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := repos.Close(cctx); err != nil {
+			log.Warn("closing file-system backup repositories", "error", err)
+		}
+	}()
+	reconcilers = append(reconcilers, &controller.BackupRepositoryReconciler{
+		Client: mgr.GetClient(), Repositories: repos,
+		EnsurePassword: func(ctx context.Context) error {
+			return repository.EnsurePasswordSecret(ctx, mgr.GetClient(), opts.Namespace)
+		},
+		DefaultFrequency: repository.DefaultMaintenanceFrequency, Log: log.With("controller", "backuprepository"),
+	})
 	for _, rec := range reconcilers {
 		if err := rec.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up controllers: %w", err)

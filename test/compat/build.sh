@@ -4,14 +4,19 @@
 #   test/compat/build.sh          the compatibility plugin (a plugin binary
 #                                 made with Velero's own SDK, see main.go);
 #   test/compat/build.sh velero   Velero's own CLI, cmd/velero at the
-#                                 version go.mod pins (a `tool` of this module).
+#                                 version go.mod pins (a `tool` of this module);
+#   test/compat/build.sh velerokopia
+#                                 velerokopia/: a directory backed up and
+#                                 restored with Velero's own file-system
+#                                 backup code (its unified repository and
+#                                 kopia uploader providers).
 # Each binary is cached in a directory keyed by what it is built from, the
 # way hack/gotool.sh caches pinned tools: the plugin by this module's go.mod,
 # go.sum and sources, the CLI by go.mod and go.sum only (it has no sources
 # here). A change to any of them rebuilds it, anything else reuses it. The
 # first build downloads Velero's dependency graph (minutes); later ones take
 # seconds or nothing.
-# Usage: test/compat/build.sh [velero]
+# Usage: test/compat/build.sh [velero|velerokopia]
 set -euo pipefail
 mod=$(cd "$(dirname "$0")" && pwd)
 cache=${LIFEBOAT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lifeboat}
@@ -34,8 +39,15 @@ velero)
   version=$(cd "$mod" && GOWORK=off go list -m -f '{{.Version}}' github.com/vmware-tanzu/velero)
   ldflags="-X github.com/vmware-tanzu/velero/pkg/buildinfo.Version=$version -X github.com/vmware-tanzu/velero/pkg/buildinfo.GitTreeState=clean"
   ;;
+velerokopia)
+  key=$(cd "$mod" && cat go.mod go.sum velerokopia/*.go | sha256sum | cut -c1-16)
+  bin="$cache/velerokopia-$key/velerokopia"
+  what="velerokopia (Velero's file-system backup code)"
+  pkg=./velerokopia
+  ldflags=
+  ;;
 *)
-  echo "usage: $0 [velero]" >&2
+  echo "usage: $0 [velero|velerokopia]" >&2
   exit 2
   ;;
 esac
