@@ -2,7 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -56,10 +55,18 @@ func (a *agent) location(ctx context.Context, name string) (*v1.BackupStorageLoc
 // cache, which holds only this node's pods.
 func (a *agent) volumePath(ctx context.Context, ns, name, volume string) (*corev1.Pod, string, error) {
 	var pod corev1.Pod
-	if err := a.client.Get(ctx, objectKey(ns, name), &pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, "", fmt.Errorf("pod %s not found on node %s", podRef(ns, name), a.node)
+	err := a.client.Get(ctx, objectKey(ns, name), &pod)
+	if apierrors.IsNotFound(err) {
+		// Not (yet) in the cache: say where it is, if anywhere.
+		err = a.reader.Get(ctx, objectKey(ns, name), &pod)
+		if err == nil && pod.Spec.NodeName != a.node {
+			return nil, "", fmt.Errorf("pod %s runs on node %q, not on this node agent's node %s", podRef(ns, name), pod.Spec.NodeName, a.node)
 		}
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, "", fmt.Errorf("pod %s not found", podRef(ns, name))
+	}
+	if err != nil {
 		return nil, "", fmt.Errorf("reading pod %s: %w", podRef(ns, name), err)
 	}
 	path, v, err := hostpods.Resolve(ctx, a.reader, a.hostPods, &pod, volume)
@@ -302,5 +309,3 @@ func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.PodVolumeBackup{}).
 		Complete(r)
 }
-
-var errNoOwner = errors.New("the PodVolumeRestore has no owner: the done marker is named after its Restore's UID, read from its first owner reference")

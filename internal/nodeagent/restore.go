@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -28,6 +29,8 @@ const WaitInitContainer = "restore-wait"
 // wait container looks for: one empty file per restore, named after the
 // Restore's UID (Velero's layout).
 const DoneDir = ".velero"
+
+var errNoOwner = errors.New("the PodVolumeRestore has no owner: the done marker is named after its Restore's UID, read from its first owner reference")
 
 // RestoreReconciler carries out the PodVolumeRestores of pods on this node.
 type RestoreReconciler struct{ *agent }
