@@ -214,3 +214,25 @@ func TestRestartedAgentFailsWhatItOwned(t *testing.T) {
 		t.Errorf("a Completed PVB went %s", got.Status.Phase)
 	}
 }
+
+// One transfer at a time (the default concurrency): a second
+// PodVolumeBackup of the node waits, New, until the first is done.
+func TestBackupsWaitForATransferSlot(t *testing.T) {
+	f := newFixture(t)
+	p := f.pod("web", f.node, nil, emptyDir("a"), emptyDir("b"))
+	f.volumeDir(p, "a")
+	f.volumeDir(p, "b")
+	dp := newBlocking()
+	f.startAgent(dataPath(dp))
+	f.pvb("first", p, f.node, "a")
+	<-dp.started
+	f.pvb("second", p, f.node, "b")
+	time.Sleep(time.Second)
+	if got := f.waitPVB("second", "read", func(*v1.PodVolumeBackup) bool { return true }); !isNew(got.Status.Phase) {
+		t.Fatalf("the second PodVolumeBackup went %s while the first transfer ran", got.Status.Phase)
+	}
+	close(dp.release)
+	f.waitPVB("first", "Completed", phaseIs(v1.PodVolumePhaseCompleted))
+	<-dp.started
+	f.waitPVB("second", "Completed", phaseIs(v1.PodVolumePhaseCompleted))
+}
