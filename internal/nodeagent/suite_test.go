@@ -288,7 +288,7 @@ type blockingDataPath struct {
 }
 
 func newBlocking() *blockingDataPath {
-	return &blockingDataPath{started: make(chan struct{}, 1), release: make(chan struct{}), ended: make(chan error, 1)}
+	return &blockingDataPath{started: make(chan struct{}, 4), release: make(chan struct{}), ended: make(chan error, 4)}
 }
 
 func (d *blockingDataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (podvolume.BackupResult, error) {
