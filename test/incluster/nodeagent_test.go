@@ -3,6 +3,7 @@ package incluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,11 +44,16 @@ func TestHostPodsFindsVolumesOfRunningPods(t *testing.T) {
 	}
 	const ns = "hostpods"
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
 	localDir, err := os.MkdirTemp("", "lifeboat-local-pv-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(localDir) })
+	// The test shell does not run as root.
+	if err := os.Chmod(localDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	hostDir := t.TempDir()
 	create(t, &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "hostpods-local"},
@@ -96,12 +102,13 @@ func TestHostPodsFindsVolumesOfRunningPods(t *testing.T) {
 	get(t, client.ObjectKeyFromObject(pod), pod)
 
 	root := filepath.Join(node.KubeletDir(), "pods")
+	start := time.Now()
 	for volume, want := range map[string]struct{ plugin, content string }{
 		"cache": {"kubernetes.io~empty-dir", "from-emptydir\n"},
 		"local": {"kubernetes.io~local-volume", "from-local\n"},
 		"csi":   {"kubernetes.io~csi", "from-csi\n"},
 	} {
-		var path string
+		var path, seen string
 		poll(t, "the pod's write into "+volume, func(c context.Context) (bool, error) {
 			p, _, err := hostpods.Resolve(c, admin, root, pod, volume)
 			if err != nil {
@@ -109,7 +116,15 @@ func TestHostPodsFindsVolumesOfRunningPods(t *testing.T) {
 			}
 			path = p
 			data, err := os.ReadFile(filepath.Join(p, "f"))
-			return err == nil && string(data) == want.content, nil
+			if seen = fmt.Sprintf("%s: %q, %v", p, data, err); err == nil && string(data) == want.content {
+				return true, nil
+			}
+			if time.Since(start) > time.Minute {
+				entries, _ := os.ReadDir(p)
+				return false, fmt.Errorf("after a minute, %s (directory holds %v; the pod's view: %q)", seen, entries,
+					execIn(t, ns, "web", "/bin/busybox", "ls", "-la", "/"+volume))
+			}
+			return false, nil
 		})
 		if rel, _ := filepath.Rel(filepath.Join(root, string(pod.UID), "volumes"), path); !strings.HasPrefix(rel, want.plugin+"/") {
 			t.Errorf("volume %s found at %s, want it under the %s plugin's directory", volume, path, want.plugin)
@@ -137,6 +152,7 @@ func TestInstalledNodeAgentTakesAPodVolumeBackup(t *testing.T) {
 
 	const ns = "fs-shop"
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
 	pod := shellPod(ns)
 	create(t, pod)
 	waitPodRunning(t, ns, "web")
