@@ -44,7 +44,9 @@ func TestHostPodsFindsVolumesOfRunningPods(t *testing.T) {
 	}
 	const ns = "hostpods"
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
 	localDir, err := os.MkdirTemp("", "lifeboat-local-pv-")
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +154,9 @@ func TestInstalledNodeAgentTakesAPodVolumeBackup(t *testing.T) {
 
 	const ns = "fs-shop"
 	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
 	pod := shellPod(ns)
 	create(t, pod)
 	waitPodRunning(t, ns, "web")
