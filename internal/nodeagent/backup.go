@@ -201,6 +201,7 @@ func (r *BackupReconciler) start(ctx context.Context, pvb *v1.PodVolumeBackup, t
 	}
 	log.Info("transfer starts", "path", path)
 	started = true
+	pvbEnqueued.WithLabelValues(r.node).Inc()
 	go r.run(t, current.DeepCopy(), path, bsl, log)
 	return nil
 }
@@ -225,7 +226,9 @@ func (r *BackupReconciler) run(t *transfer, pvb *v1.PodVolumeBackup, path string
 	var werr error
 	switch {
 	case err == nil:
-		werr = r.complete(wctx, pvb.Name, res)
+		if werr = r.complete(wctx, pvb.Name, res); werr == nil {
+			observeCompleted(r.node, pvb, r.now())
+		}
 		log.Info("transfer completed", "snapshotID", res.SnapshotID, "bytes", res.TotalBytes)
 	case t.wasCancelled():
 		werr = r.end(wctx, pvb.Name, v1.PodVolumePhaseCanceled, "", nil)

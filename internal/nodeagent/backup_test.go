@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -55,6 +56,12 @@ func TestBackupCompletesWithVeleroStatus(t *testing.T) {
 		if err != nil || !bytes.Equal(stored, data) {
 			t.Errorf("stored %s: %v, content equal %v", name, err, bytes.Equal(stored, data))
 		}
+	}
+	if n := testutil.ToFloat64(pvbDequeued.WithLabelValues(f.node)); n != 1 {
+		t.Errorf("podVolume_pod_volume_backup_dequeue_count{node=%s} = %v, want 1", f.node, n)
+	}
+	if n := testutil.ToFloat64(pvbEnqueued.WithLabelValues(f.node)); n != 1 {
+		t.Errorf("podVolume_pod_volume_backup_enqueue_count{node=%s} = %v, want 1", f.node, n)
 	}
 	req := dp.backups[0]
 	if req.Repository.VolumeNamespace != f.ns || req.Repository.Location == nil || req.Repository.Location.Name != "default" || req.Tags["backup"] != "b1" {

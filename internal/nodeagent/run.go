@@ -77,6 +77,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, newDataPath DataPa
 	if err != nil {
 		return fmt.Errorf("creating controller manager: %w", err)
 	}
+	initMetrics(opts.NodeName)
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
