@@ -55,6 +55,13 @@ type installOptions struct {
 	crdsOnly       bool
 	noServer       bool
 
+	useNodeAgent      bool
+	kubeletRootDir    string
+	nodeAgentCPUReq   string
+	nodeAgentMemReq   string
+	nodeAgentCPULimit string
+	nodeAgentMemLimit string
+
 	dryRun  bool
 	output  string
 	wait    bool
@@ -69,6 +76,8 @@ func newInstallCommand(f *Factory) *cobra.Command {
 	o := &installOptions{
 		cpuRequest: defaults.Requests.Cpu().String(), memRequest: defaults.Requests.Memory().String(),
 		cpuLimit: defaults.Limits.Cpu().String(), memLimit: defaults.Limits.Memory().String(),
+		// Velero's node agent defaults: no requests or limits.
+		nodeAgentCPUReq: "0", nodeAgentMemReq: "0", nodeAgentCPULimit: "0", nodeAgentMemLimit: "0",
 	}
 	cmd := &cobra.Command{
 		Use:   "install",
@@ -149,6 +158,12 @@ func newInstallCommand(f *Factory) *cobra.Command {
 	fl.StringToStringVar(&o.saAnnotations, "sa-annotations", nil, "annotations of the service account velero, e.g. a cloud identity (eks.amazonaws.com/role-arn=...)")
 	fl.StringArrayVar(&o.serverArgs, "server-arg", nil, "extra argument of `lifeboat server` in the pod, repeatable, e.g. --server-arg=--backup-finalizer")
 	fl.BoolVar(&o.restoreRBAC, "restore-rbac", true, "grant the server bind and escalate on roles and clusterroles, without which restores of RBAC objects that grant more than the server holds are refused (see docs/install.md)")
+	fl.BoolVar(&o.useNodeAgent, "use-node-agent", false, "also run the node agent (DaemonSet node-agent, `lifeboat node-agent` on every node) for file-system backup of pod volumes (see docs/fs-backup.md)")
+	fl.StringVar(&o.kubeletRootDir, "kubelet-root-dir", install.DefaultKubeletRootDir, "the kubelet's root directory on the nodes; its pods/ directory is mounted into the node agent")
+	fl.StringVar(&o.nodeAgentCPUReq, "node-agent-pod-cpu-request", o.nodeAgentCPUReq, "CPU request of the node agent container (0 for none, Velero's default)")
+	fl.StringVar(&o.nodeAgentMemReq, "node-agent-pod-mem-request", o.nodeAgentMemReq, "memory request of the node agent container (0 for none)")
+	fl.StringVar(&o.nodeAgentCPULimit, "node-agent-pod-cpu-limit", o.nodeAgentCPULimit, "CPU limit of the node agent container (0 for none)")
+	fl.StringVar(&o.nodeAgentMemLimit, "node-agent-pod-mem-limit", o.nodeAgentMemLimit, "memory limit of the node agent container (0 for none)")
 	fl.BoolVar(&o.crdsOnly, "crds-only", false, "install only the velero.io CRDs")
 	fl.BoolVar(&o.noServer, "no-server", false, "install no service account, RBAC or Deployment: the server runs elsewhere as a process (`lifeboat server`)")
 
@@ -166,6 +181,9 @@ func (o *installOptions) validate() error {
 	}
 	if o.crdsOnly && (o.provider != "" || o.useFilesystem != "" || o.secretFile != "" || len(o.plugins) > 0) {
 		return errors.New("--crds-only installs the CRDs alone: drop --provider, --use-filesystem, --secret-file and --plugins")
+	}
+	if (o.noServer || o.crdsOnly) && o.useNodeAgent {
+		return errors.New("--use-node-agent needs the server's Deployment: the node agent runs in the cluster next to it; drop --no-server or --crds-only")
 	}
 	if o.noServer && len(o.plugins) > 0 {
 		return errors.New("--plugins needs the server's Deployment: drop --no-server, or give the plugins to `lifeboat server --plugin-dir`")
@@ -228,6 +246,8 @@ func (o *installOptions) installOptions(namespace string) (install.Options, erro
 		PodLabels:                 o.podLabels,
 		ServiceAccountAnnotations: o.saAnnotations,
 		RestoreRBAC:               o.restoreRBAC,
+		NodeAgent:                 o.useNodeAgent,
+		KubeletRootDir:            o.kubeletRootDir,
 	}
 	switch {
 	case o.crdsOnly:
@@ -240,6 +260,9 @@ func (o *installOptions) installOptions(namespace string) (install.Options, erro
 	}
 	var err error
 	if opts.Resources, err = o.resources(); err != nil {
+		return opts, err
+	}
+	if opts.NodeAgentResources, err = parseResources("node-agent-pod", o.nodeAgentCPUReq, o.nodeAgentMemReq, o.nodeAgentCPULimit, o.nodeAgentMemLimit); err != nil {
 		return opts, err
 	}
 	if o.useFilesystem != "" {
@@ -267,16 +290,21 @@ func (o *installOptions) installOptions(namespace string) (install.Options, erro
 }
 
 func (o *installOptions) resources() (corev1.ResourceRequirements, error) {
+	return parseResources("velero-pod", o.cpuRequest, o.memRequest, o.cpuLimit, o.memLimit)
+}
+
+// parseResources reads the four --<prefix>-{cpu,mem}-{request,limit} flags.
+func parseResources(prefix, cpuRequest, memRequest, cpuLimit, memLimit string) (corev1.ResourceRequirements, error) {
 	r := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 	for _, q := range []struct {
 		flag, value string
 		into        corev1.ResourceList
 		name        corev1.ResourceName
 	}{
-		{"--velero-pod-cpu-request", o.cpuRequest, r.Requests, corev1.ResourceCPU},
-		{"--velero-pod-mem-request", o.memRequest, r.Requests, corev1.ResourceMemory},
-		{"--velero-pod-cpu-limit", o.cpuLimit, r.Limits, corev1.ResourceCPU},
-		{"--velero-pod-mem-limit", o.memLimit, r.Limits, corev1.ResourceMemory},
+		{"--" + prefix + "-cpu-request", cpuRequest, r.Requests, corev1.ResourceCPU},
+		{"--" + prefix + "-mem-request", memRequest, r.Requests, corev1.ResourceMemory},
+		{"--" + prefix + "-cpu-limit", cpuLimit, r.Limits, corev1.ResourceCPU},
+		{"--" + prefix + "-mem-limit", memLimit, r.Limits, corev1.ResourceMemory},
 	} {
 		v, err := resource.ParseQuantity(q.value)
 		if err != nil {
@@ -290,7 +318,7 @@ func (o *installOptions) resources() (corev1.ResourceRequirements, error) {
 		req, hasReq := r.Requests[name]
 		limit, hasLimit := r.Limits[name]
 		if hasReq && hasLimit && req.Cmp(limit) > 0 {
-			return r, fmt.Errorf("the %s request %s is above its limit %s: raise --velero-pod-%s-limit or lower the request", name, req.String(), limit.String(), map[corev1.ResourceName]string{corev1.ResourceCPU: "cpu", corev1.ResourceMemory: "mem"}[name])
+			return r, fmt.Errorf("the %s request %s is above its limit %s: raise --%s-%s-limit or lower the request", name, req.String(), limit.String(), prefix, map[corev1.ResourceName]string{corev1.ResourceCPU: "cpu", corev1.ResourceMemory: "mem"}[name])
 		}
 	}
 	if len(r.Requests) == 0 {

@@ -61,6 +61,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newInstallCommand(f),
 		newUninstallCommand(f),
 		newServerCommand(f),
+		newNodeAgentCommand(f),
 		newBackupCommand(f),
 		newRestoreCommand(f),
 		newDeleteRequestCommand(f),

@@ -39,9 +39,10 @@ func newUninstallCommand(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove what `lifeboat install` created; never the backups in storage",
-		Long: "Uninstall removes the server install created in the namespace (-n): first its Deployment, waiting\n" +
-			"for its pods to go, then its RBAC, service account and credentials Secret. Objects that install did\n" +
-			"not make (no label app.kubernetes.io/managed-by=lifeboat), such as Velero's, are left alone.\n\n" +
+		Long: "Uninstall removes the server install created in the namespace (-n): first its Deployment and the node\n" +
+			"agent's DaemonSet, waiting for their pods to go, then their RBAC, service accounts and the credentials\n" +
+			"Secret. Objects that install did not make (no label app.kubernetes.io/managed-by=lifeboat), such as\n" +
+			"Velero's, are left alone.\n\n" +
 			"It then asks whether to remove the velero.io objects of the namespace (Backups, Restores, Schedules,\n" +
 			"locations...) and the velero.io CRDs (kept while another namespace still has velero.io objects),\n" +
 			"and the namespace if install created it. --force answers yes, --keep-crds answers no; without a\n" +
@@ -103,6 +104,11 @@ func (o *uninstallOptions) run(cmd *cobra.Command, f *Factory) error {
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: install.NamespaceRoleName, Namespace: ns}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: install.NamespaceRoleName, Namespace: ns}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: install.ServerName, Namespace: ns}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: install.NodeAgentClusterRoleName(ns)}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: install.NodeAgentClusterRoleName(ns)}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: install.NodeAgentRoleName, Namespace: ns}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: install.NodeAgentRoleName, Namespace: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: install.NodeAgentName, Namespace: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: install.CredentialsSecret, Namespace: ns}},
 	} {
 		if _, err := u.deleteIfInstalls(ctx, obj); err != nil {
@@ -197,6 +203,12 @@ func (u *uninstaller) deleteIfInstalls(ctx context.Context, obj client.Object) (
 func (u *uninstaller) removeServer(ctx context.Context) error {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: install.ServerName, Namespace: u.ns}}
 	if _, err := u.deleteIfInstalls(ctx, d); err != nil {
+		return err
+	}
+	// The node agent's pods carry the same labels and write to the same
+	// objects: they go too.
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: install.NodeAgentName, Namespace: u.ns}}
+	if _, err := u.deleteIfInstalls(ctx, ds); err != nil {
 		return err
 	}
 	for {

@@ -138,6 +138,17 @@ type Options struct {
 	// Credentials, when not nil, go into Secret cloud-credentials (key
 	// cloud), which the locations name and the server mounts.
 	Credentials []byte
+
+	// NodeAgent adds the node agent: DaemonSet node-agent running
+	// `lifeboat node-agent` on every node, its service account and RBAC
+	// (Velero's --use-node-agent).
+	NodeAgent bool
+	// KubeletRootDir is the kubelet's root directory on the nodes; its
+	// pods/ is mounted into the node agent. Empty is /var/lib/kubelet.
+	KubeletRootDir string
+	// NodeAgentResources are the node agent container's; Velero's default
+	// is none (unbounded).
+	NodeAgentResources corev1.ResourceRequirements
 }
 
 // DefaultResources are Velero's defaults for its server.
@@ -201,6 +212,10 @@ func Objects(o Options) ([]client.Object, error) {
 	if o.Scope == ScopeServer {
 		objs = append(objs, o.serviceAccount())
 		objs = append(objs, o.rbac()...)
+		if o.NodeAgent {
+			objs = append(objs, o.nodeAgentServiceAccount())
+			objs = append(objs, o.nodeAgentRBAC()...)
+		}
 	}
 	if o.Credentials != nil {
 		objs = append(objs, o.secret())
@@ -217,6 +232,9 @@ func Objects(o Options) ([]client.Object, error) {
 			return nil, err
 		}
 		objs = append(objs, d)
+		if o.NodeAgent {
+			objs = append(objs, o.nodeAgentDaemonSet())
+		}
 	}
 	return objs, nil
 }
@@ -227,6 +245,12 @@ func (o Options) validate() error {
 	}
 	if o.Scope == ScopeServer && o.Image == "" {
 		return errors.New("no server image")
+	}
+	if o.NodeAgent && o.Scope != ScopeServer {
+		return errors.New("the node agent runs in the cluster next to the server: it cannot be installed without the server's Deployment")
+	}
+	if o.KubeletRootDir != "" && !filepath.IsAbs(o.KubeletRootDir) {
+		return fmt.Errorf("kubelet root directory %q: must be an absolute path on the nodes", o.KubeletRootDir)
 	}
 	if o.FilesystemDir != "" {
 		if o.Location != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -52,6 +53,14 @@ var goldenCases = []struct {
 		PodLabels:      map[string]string{"team": "platform"},
 		PodAnnotations: map[string]string{"prometheus.io/scrape": "false", "example.com/owner": "platform"},
 		RestoreRBAC:    false,
+	}},
+	{"node-agent", Options{
+		Namespace: "velero", Image: testImage, Resources: DefaultResources(), RestoreRBAC: true,
+		FilesystemDir: "/var/lib/lifeboat", NodeAgent: true, KubeletRootDir: "/var/lib/k0s/kubelet",
+		Credentials: []byte("[default]\naws_access_key_id=AK\n"),
+		NodeAgentResources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		},
 	}},
 	{"no-server", Options{
 		Namespace: "velero", Scope: ScopeNoServer, FilesystemDir: "/tmp/lifeboat",
@@ -146,6 +155,44 @@ func TestObjectsOrderAndScope(t *testing.T) {
 	}
 }
 
+func TestNodeAgentObjects(t *testing.T) {
+	objs, err := Objects(Options{Namespace: "ns1", Image: testImage, NodeAgent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"Namespace/ns1", "ServiceAccount/velero",
+		"ClusterRole/lifeboat-server-ns1", "ClusterRole/lifeboat-server-ns1-aggregated",
+		"ClusterRoleBinding/lifeboat-server-ns1", "ClusterRoleBinding/lifeboat-server-ns1-aggregated",
+		"Role/lifeboat-server", "RoleBinding/lifeboat-server",
+		"ServiceAccount/node-agent", "ClusterRole/lifeboat-node-agent-ns1", "ClusterRoleBinding/lifeboat-node-agent-ns1",
+		"Role/lifeboat-node-agent", "RoleBinding/lifeboat-node-agent",
+		"Deployment/velero", "DaemonSet/node-agent",
+	}
+	if got := kinds(objs); !slices.Equal(got, want) {
+		t.Fatalf("\n got %v\nwant %v", got, want)
+	}
+	ds := objs[len(objs)-1].(*appsv1.DaemonSet)
+	spec := ds.Spec.Template.Spec
+	c := spec.Containers[0]
+	if spec.Volumes[0].HostPath == nil || spec.Volumes[0].HostPath.Path != "/var/lib/kubelet/pods" ||
+		c.VolumeMounts[0].MountPath != "/host_pods" || *c.VolumeMounts[0].MountPropagation != corev1.MountPropagationHostToContainer {
+		t.Errorf("kubelet pod directory: volume %+v mount %+v; want /var/lib/kubelet/pods at /host_pods, HostToContainer", spec.Volumes[0], c.VolumeMounts[0])
+	}
+	if *c.SecurityContext.Privileged || *spec.SecurityContext.RunAsUser != 0 {
+		t.Errorf("want root, unprivileged; got %+v / %+v", spec.SecurityContext, c.SecurityContext)
+	}
+	if c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME: %+v", c.Env[0])
+	}
+	if spec.ServiceAccountName != NodeAgentName || c.Args[0] != "node-agent" {
+		t.Errorf("service account %s args %v", spec.ServiceAccountName, c.Args)
+	}
+	if _, err := Objects(Options{Namespace: "ns1", Scope: ScopeNoServer, NodeAgent: true}); err == nil {
+		t.Error("a node agent without the server was accepted")
+	}
+}
+
 func TestObjectsRefuseBadOptions(t *testing.T) {
 	for _, tc := range []struct {
 		opts Options
@@ -208,7 +255,9 @@ func TestEveryGrantIsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Join(strings.Fields(string(doc)), " ")
-	for _, g := range append(ClusterGrants(true), NamespaceGrants()...) {
+	grants := append(ClusterGrants(true), NamespaceGrants()...)
+	grants = append(grants, NodeAgentClusterGrants()...)
+	for _, g := range append(grants, NodeAgentNamespaceGrants()...) {
 		if g.Why == "" {
 			t.Errorf("rule %+v has no reason", g.Rule)
 			continue

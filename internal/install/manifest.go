@@ -32,8 +32,11 @@ func Manifest(obj client.Object) (*unstructured.Unstructured, error) {
 	// them, and the aggregated ClusterRole's rules belong to the API
 	// server's aggregation controller.
 	if spec, ok := u.Object["spec"].(map[string]any); ok {
-		if s, ok := spec["strategy"].(map[string]any); ok && len(s) == 0 {
-			delete(spec, "strategy")
+		// A Deployment's strategy, a DaemonSet's updateStrategy.
+		for _, field := range []string{"strategy", "updateStrategy"} {
+			if s, ok := spec[field].(map[string]any); ok && len(s) == 0 {
+				delete(spec, field)
+			}
 		}
 		if len(spec) == 0 {
 			delete(u.Object, "spec")

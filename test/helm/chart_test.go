@@ -100,6 +100,19 @@ var cases = []struct {
 			"--server-arg=--backup-finalizer", "--server-arg=--log-format=json", "--pod-labels", "team=platform",
 			"--pod-annotations", "prometheus.io/scrape=false,example.com/owner=platform", "--restore-rbac=false"},
 	},
+	{
+		name: "node-agent", namespace: "velero",
+		values: map[string]any{
+			"image":           map[string]any{"repository": "ghcr.io/lifeboat-io/lifeboat", "tag": "v1.2.3"},
+			"filesystem":      map[string]any{"dir": "/var/lib/lifeboat"},
+			"deployNodeAgent": true,
+			"nodeAgent": map[string]any{"podVolumePath": "/var/lib/k0s/kubelet/pods",
+				"resources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}},
+			"podLabels": map[string]any{"team": "platform"},
+		},
+		args: []string{"--image", "ghcr.io/lifeboat-io/lifeboat:v1.2.3", "--use-filesystem", "/var/lib/lifeboat",
+			"--use-node-agent", "--kubelet-root-dir", "/var/lib/k0s/kubelet", "--node-agent-pod-mem-limit", "1Gi", "--pod-labels", "team=platform"},
+	},
 }
 
 type object = map[string]any
