@@ -44,6 +44,11 @@ const (
 	// under the same name. Lifeboat's own.
 	StoredUIDAnnotation = "lifeboat.io/stored-uid"
 
+	// PVCNameAnnotation names the claim of a PodVolumeBackup's volume
+	// (Velero's): the snapshot source of a claim's data is keyed by it, so
+	// that its backups stay incremental across the pods that mount it.
+	PVCNameAnnotation = "velero.io/pvc-name"
+
 	// BackupConditionStored is a Backup condition that Lifeboat sets to
 	// False when a backup wrote nothing at all to its storage location
 	// (its name was taken there by another backup, or the location could

@@ -9,9 +9,8 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/nodeagent"
 )
 
-// nodeAgentDataPath builds the node agent's data path: the one place the
-// kopia data path is plugged in. Nil leaves the node agent without one
-// (every transfer fails saying so).
+// nodeAgentDataPath builds the node agent's data path: the kopia one
+// (nodeagent_datapath.go). Tests of the command swap runNodeAgent, not this.
 var nodeAgentDataPath nodeagent.DataPathFactory
 
 // runNodeAgent is nodeagent.Run; tests swap it to see the options the

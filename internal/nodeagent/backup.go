@@ -217,6 +217,7 @@ func (r *BackupReconciler) run(t *transfer, pvb *v1.PodVolumeBackup, path string
 		Repository: podvolume.Repository{Location: bsl, VolumeNamespace: pvb.Spec.Pod.Namespace},
 		Path:       path,
 		Tags:       pvb.Spec.Tags,
+		PVCName:    pvb.Annotations[v1.PVCNameAnnotation],
 		Progress:   progress.set,
 	})
 	progress.stop()

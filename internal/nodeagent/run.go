@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -30,7 +31,8 @@ import (
 )
 
 // Run runs the node agent until ctx is cancelled. newDataPath builds the
-// data path (nil: none, every transfer fails with ErrNoDataPath).
+// data path (nil: none, every transfer fails with ErrNoDataPath); a data
+// path that is an io.Closer is closed once its transfers have ended.
 func Run(ctx context.Context, cfg *rest.Config, opts Options, newDataPath DataPathFactory) error {
 	if err := opts.Validate(); err != nil {
 		return err
@@ -128,6 +130,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, newDataPath DataPa
 	// The transfers end with ctx; each writes its outcome before it
 	// releases its slot.
 	a.transfers.wait()
+	// Only then the data path's repositories, which the transfers used.
+	if c, ok := dp.(io.Closer); ok {
+		if cerr := c.Close(); cerr != nil {
+			log.Warn("closing the data path", "error", cerr)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("running controllers: %w", err)
 	}

@@ -21,6 +21,10 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/hostpods"
 	"github.com/lifeboat-io/lifeboat/internal/install"
+	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume/kopiapath"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/csistack"
 )
 
@@ -162,6 +166,13 @@ func TestInstalledNodeAgentTakesAPodVolumeBackup(t *testing.T) {
 	waitPodRunning(t, ns, "web")
 	get(t, client.ObjectKeyFromObject(pod), pod)
 
+	// The repository first, as a backup does: the in-cluster server makes
+	// it (and the password Secret) under the filesystem location.
+	ensurer := &repository.Ensurer{Client: admin, Namespace: serverNamespace, Timeout: 2 * time.Minute}
+	if _, err := ensurer.Ensure(ctx(t), ns, install.LocationName); err != nil {
+		t.Fatalf("the server setting up the repository of %s: %v", ns, err)
+	}
+
 	pvb := &v1.PodVolumeBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "fs-shop-web-data"},
 		Spec: v1.PodVolumeBackupSpec{
@@ -191,14 +202,34 @@ func TestInstalledNodeAgentTakesAPodVolumeBackup(t *testing.T) {
 	}
 }
 
-// wantDataPathOutcome is the one expectation that changes when the kopia
-// data path is plugged in (internal/cli nodeAgentDataPath): without it,
-// the node agent fails the transfer saying it has no data path; with it,
-// the PodVolumeBackup is Completed with a snapshot ID.
+// wantDataPathOutcome: the node agent stored the volume with the kopia
+// data path, and the snapshot, read back from the location's directory on
+// this host, holds what the pod wrote.
 func wantDataPathOutcome(t *testing.T, pvb *v1.PodVolumeBackup) {
 	t.Helper()
-	if pvb.Status.Phase != v1.PodVolumePhaseFailed || !strings.Contains(pvb.Status.Message, "no data path") {
-		t.Errorf("PodVolumeBackup %s %q: want Failed saying there is no data path", pvb.Status.Phase, pvb.Status.Message)
+	if pvb.Status.Phase != v1.PodVolumePhaseCompleted || pvb.Status.SnapshotID == "" {
+		t.Fatalf("PodVolumeBackup %s %q, snapshot %q: want Completed with a snapshot ID", pvb.Status.Phase, pvb.Status.Message, pvb.Status.SnapshotID)
+	}
+	if pvb.Status.Progress.TotalBytes == 0 || pvb.Status.Progress.BytesDone != pvb.Status.Progress.TotalBytes {
+		t.Errorf("progress %+v: want every byte of the volume done", pvb.Status.Progress)
+	}
+	repos := &repository.Manager{
+		Storage: &locations.Resolver{Client: admin, SecretReader: admin, Namespace: serverNamespace},
+		Secrets: admin, Namespace: serverNamespace, WorkDir: t.TempDir(),
+	}
+	t.Cleanup(func() { _ = repos.Close(context.Background()) })
+	var bsl v1.BackupStorageLocation
+	get(t, client.ObjectKey{Namespace: serverNamespace, Name: pvb.Spec.BackupStorageLocation}, &bsl)
+	dir := t.TempDir()
+	dp := &kopiapath.DataPath{Repositories: repos}
+	if _, err := dp.Restore(ctx(t), podvolume.RestoreRequest{
+		Repository: podvolume.Repository{Location: &bsl, VolumeNamespace: pvb.Spec.Pod.Namespace},
+		SnapshotID: pvb.Status.SnapshotID, Path: dir,
+	}); err != nil {
+		t.Fatalf("restoring snapshot %s from the location: %v", pvb.Status.SnapshotID, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "greeting")); err != nil || string(got) != "hello\n" {
+		t.Errorf("the snapshot's greeting: %q, %v; want what the pod wrote, \"hello\\n\"", got, err)
 	}
 }
 
