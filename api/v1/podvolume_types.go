@@ -7,12 +7,13 @@ import (
 
 // The kinds in this file are Velero's file-system backup records
 // (PodVolumeBackup, PodVolumeRestore) and its repositories of such data
-// (BackupRepository). Lifeboat has no file-system backup and never creates
-// them; their CRDs are installed so that Velero's tools, which list them
-// (`velero backup describe`, `restore describe`, `repo get`,
-// `backup-location delete`), work against a Lifeboat install, and so that
-// objects a Velero install made keep every field. Their schemas are
-// Velero's (config/crd's comparison test holds them to it).
+// (BackupRepository), with Velero's schemas (config/crd's comparison test
+// holds them to it), so that Velero's tools, which list them (`velero
+// backup describe`, `restore describe`, `repo get`, `backup-location
+// delete`), work against a Lifeboat install and objects a Velero install
+// made keep every field. Lifeboat's node agent carries out PodVolumeBackups
+// and PodVolumeRestores, and its server sets up and maintains
+// BackupRepositories (docs/fs-backup.md).
 
 // DataMoveOperationProgress counts the bytes a data transfer has moved.
 type DataMoveOperationProgress struct {
@@ -94,8 +95,8 @@ type PodVolumeBackupStatus struct {
 	AcceptedTimestamp *metav1.Time `json:"acceptedTimestamp,omitempty"`
 }
 
-// PodVolumeBackup is Velero's record of a pod volume's file-system backup.
-// Lifeboat never creates one (see the top of this file).
+// PodVolumeBackup is Velero's record of a pod volume's file-system backup,
+// carried out by the node agent of the pod's node.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
@@ -180,7 +181,7 @@ type PodVolumeRestoreStatus struct {
 }
 
 // PodVolumeRestore is Velero's record of a pod volume's file-system
-// restore. Lifeboat never creates one (see the top of this file).
+// restore, carried out by the node agent of the pod's node.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
@@ -269,7 +270,8 @@ type BackupRepositoryStatus struct {
 }
 
 // BackupRepository is Velero's record of a repository of file-system backup
-// data. Lifeboat never creates one (see the top of this file).
+// data: one per (volume namespace, storage location), set up and
+// maintained by the server.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
