@@ -30,11 +30,14 @@ image: image-deps
 image-deps:
 	@[[ -f /etc/ssl/certs/ca-certificates.crt && -x /bin/busybox ]] || { apt-get update && apt-get install -y --no-install-recommends ca-certificates busybox-static; }
 
-# Deepcopy code and CRD manifests, from the api/ markers, by a pinned controller-gen.
+# Deepcopy code and CRD manifests (config/crd and the chart's copy), from the
+# api/ markers, by a pinned controller-gen.
 generate:
 	cg=$$(hack/gotool.sh controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen); \
 	$$cg object:headerFile=hack/boilerplate.go.txt paths=./api/... ; \
 	$$cg crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=config/crd/bases
+	# The Helm chart carries the same CRDs (Helm applies crds/ itself).
+	rm -f charts/lifeboat/crds/*.yaml && cp config/crd/bases/*.yaml charts/lifeboat/crds/
 	gofmt -w api
 	hack/protoc.sh
 
