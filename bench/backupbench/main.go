@@ -74,13 +74,13 @@ type config struct {
 	// ./bench/csifloor); csiVolumeBytes what each claim's volume holds.
 	csiFloorBin    string
 	csiVolumeBytes int
-	serverArgs      []string
-	workDir         string
-	keep            bool
-	jsonOut         string
-	backupTimeout   time.Duration
-	restoreTimeout  time.Duration
-	pause           time.Duration
+	serverArgs     []string
+	workDir        string
+	keep           bool
+	jsonOut        string
+	backupTimeout  time.Duration
+	restoreTimeout time.Duration
+	pause          time.Duration
 }
 
 func (c config) backup() bool   { return len(c.sizes) > 0 }

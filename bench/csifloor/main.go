@@ -489,4 +489,3 @@ func key(o client.Object) string {
 	}
 	return o.GetNamespace() + "/" + o.GetName()
 }
-
