@@ -236,6 +236,14 @@ func (m *csiMeasure) run(ctx context.Context, i int, label string) (csiRunResult
 	if err := m.noSnapshotObjects(ctx, "after both backups"); err != nil {
 		return r, err
 	}
+	if m.c.keep {
+		// The deletion removes the backup's log from the store; with
+		// -keep it stays in the work directory, to see where the time went.
+		logName := backupName + "-logs.gz"
+		if data, err := os.ReadFile(filepath.Join(m.e.storeRoot, bucket, "backups", backupName, logName)); err == nil {
+			_ = os.WriteFile(filepath.Join(m.e.dir, logName), data, 0o644)
+		}
+	}
 
 	fc, lc, err = alternate(ctx, m.e.k, m.c.pause, i, func() error {
 		var err error

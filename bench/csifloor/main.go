@@ -8,7 +8,7 @@
 //	csifloor backup -kubeconfig K -namespaces a,b -class C -handles out.json
 //
 // creates one VolumeSnapshot of the class for each claim of the
-// namespaces, all at once (-workers creates in flight), waits until every
+// namespaces, all at once (at most -workers API calls in flight), waits until every
 // one is readyToUse, then does what a backup does at its end: each
 // content's deletionPolicy set to Retain, the VolumeSnapshot and the
 // content deleted, and waits until both are gone. The storage snapshots
@@ -97,7 +97,7 @@ func main() {
 	fl.StringVar(&o.class, "class", "", "backup: the VolumeSnapshotClass")
 	fl.StringVar(&o.handles, "handles", "", "backup: where to write the snapshots' handles; delete: where to read them")
 	fl.StringVar(&o.stateDir, "state-dir", "", "delete: the test driver's state directory, to wait until its snapshots are gone")
-	fl.IntVar(&o.workers, "workers", 16, "API calls in flight")
+	fl.IntVar(&o.workers, "workers", 16, "API calls in flight at most (waits for the controllers take no slot)")
 	fl.StringVar(&o.run, "run", "floor", "value of the "+runLabel+" label, and part of created names")
 	fl.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long the whole run may take")
 	_ = fl.Parse(os.Args[2:])
@@ -110,6 +110,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "csifloor: -kubeconfig and -handles are required, -namespaces and -class too for backup, and -workers must be at least 1")
 		os.Exit(2)
 	}
+	inFlight = make(chan struct{}, o.workers)
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	c, err := newClient(o.kubeconfig)
@@ -169,7 +170,7 @@ func backup(ctx context.Context, c client.WithWatch, o options) error {
 	out := make([]Snapshot, len(claims))
 	var readyAt time.Time
 	var readyMu sync.Mutex
-	err = each(ctx, o.workers, len(claims), func(ctx context.Context, i int) error {
+	err = each(ctx, len(claims), func(ctx context.Context, i int) error {
 		pvc := claims[i]
 		vs := &snapshotv1.VolumeSnapshot{
 			ObjectMeta: metav1.ObjectMeta{Namespace: pvc.Namespace, Name: fmt.Sprintf("%s-%s", o.run, pvc.Name), Labels: map[string]string{runLabel: o.run}},
@@ -252,7 +253,7 @@ func del(ctx context.Context, c client.WithWatch, o options) error {
 	if err != nil {
 		return err
 	}
-	err = each(ctx, o.workers, len(snaps), func(ctx context.Context, i int) error {
+	err = each(ctx, len(snaps), func(ctx context.Context, i int) error {
 		s := snaps[i]
 		handle := s.Handle
 		// The reference must name a VolumeSnapshot; one that does not
@@ -326,18 +327,17 @@ func driverForgot(ctx context.Context, stateDir string, snaps []Snapshot) error 
 	}
 }
 
-// each runs f for 0..n-1 with at most workers at a time and returns the
-// first error.
-func each(ctx context.Context, workers, n int, f func(context.Context, int) error) error {
+// each runs f for 0..n-1, all at once, and returns the first error. What
+// bounds the work is inFlight: f's API calls wait for a slot, its waits
+// for the controllers take none, so every snapshot is in progress from
+// the start, as a backup's are.
+func each(ctx context.Context, n int, f func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sem := make(chan struct{}, workers)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
 			if err := f(ctx, i); err != nil {
 				errs <- err
 				cancel()
@@ -349,7 +349,16 @@ func each(ctx context.Context, workers, n int, f func(context.Context, int) erro
 	return <-errs
 }
 
+// inFlight bounds the API calls in flight (-workers).
+var inFlight = make(chan struct{}, 16)
+
 func call(ctx context.Context, f func(context.Context) error) error {
+	select {
+	case inFlight <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-inFlight }()
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	return f(ctx)

@@ -47,27 +47,43 @@ func TestTrackerWaitsForStateAndForGone(t *testing.T) {
 	}
 }
 
-func TestEachBoundsConcurrencyAndReturnsAnError(t *testing.T) {
-	var running, peak atomic.Int32
-	err := each(context.Background(), 3, 20, func(ctx context.Context, i int) error {
-		n := running.Add(1)
-		defer running.Add(-1)
+func TestEachRunsAllAtOnceAndCallsAreBounded(t *testing.T) {
+	inFlight = make(chan struct{}, 3)
+	var running, peak, calling, peakCalls atomic.Int32
+	raise := func(p *atomic.Int32, n int32) {
 		for {
-			p := peak.Load()
-			if n <= p || peak.CompareAndSwap(p, n) {
-				break
+			v := p.Load()
+			if n <= v || p.CompareAndSwap(v, n) {
+				return
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	release := make(chan struct{})
+	go func() {
+		// Every item must be in progress at once before any finishes.
+		for running.Load() < 20 {
+			time.Sleep(time.Millisecond)
+		}
+		close(release)
+	}()
+	err := each(context.Background(), 20, func(ctx context.Context, i int) error {
+		raise(&peak, running.Add(1))
+		<-release
+		err := call(ctx, func(context.Context) error {
+			raise(&peakCalls, calling.Add(1))
+			defer calling.Add(-1)
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		})
 		if i == 7 {
 			return errors.New("seven")
 		}
-		return nil
+		return err
 	})
 	if err == nil || err.Error() != "seven" {
 		t.Errorf("each = %v, want the error of item 7", err)
 	}
-	if peak.Load() > 3 {
-		t.Errorf("%d calls ran at once, want at most 3", peak.Load())
+	if peak.Load() != 20 || peakCalls.Load() > 3 {
+		t.Errorf("%d items in progress at once (want 20), %d calls (want at most 3)", peak.Load(), peakCalls.Load())
 	}
 }
