@@ -261,8 +261,12 @@ func (m *csiMeasure) run(ctx context.Context, i int, label string) (csiRunResult
 	if err := m.noSnapshotObjects(ctx, "after both deletions"); err != nil {
 		return r, err
 	}
-	if left, err := m.stack.Snapshots(); err != nil || len(left) > 0 {
-		return r, fmt.Errorf("the driver still holds %d snapshots after both deletions (%v)", len(left), err)
+	left, err := m.stack.Snapshots()
+	if err != nil {
+		return r, fmt.Errorf("listing the driver's snapshots: %w", err)
+	}
+	if len(left) > 0 {
+		return r, fmt.Errorf("the driver still holds %d snapshots after both deletions", len(left))
 	}
 	return r, nil
 }
@@ -380,8 +384,11 @@ func (m *csiMeasure) floorDelete(ctx context.Context, label, handlesFile string,
 	}
 	left, err := m.stillHeld(snaps)
 	res.DriverSnapshots = left
-	if err != nil || left > 0 {
-		return res, fmt.Errorf("CSI deletion floor %s: the driver still holds %d of its %d snapshots (%v)", label, left, len(snaps), err)
+	if err != nil {
+		return res, fmt.Errorf("CSI deletion floor %s: listing the driver's snapshots: %w", label, err)
+	}
+	if left > 0 {
+		return res, fmt.Errorf("CSI deletion floor %s: the driver still holds %d of its %d snapshots", label, left, len(snaps))
 	}
 	return res, nil
 }
@@ -422,8 +429,11 @@ func (m *csiMeasure) lifeboatDelete(ctx context.Context, name string, snaps []st
 	}
 	left, err := m.stillHeld(snaps)
 	res.DriverSnapshots = left
-	if err != nil || left > 0 {
-		return res, fmt.Errorf("deletion of %s: the driver still holds %d of its %d snapshots (%v)", name, left, len(snaps), err)
+	if err != nil {
+		return res, fmt.Errorf("deletion of %s: listing the driver's snapshots: %w", name, err)
+	}
+	if left > 0 {
+		return res, fmt.Errorf("deletion of %s: the driver still holds %d of its %d snapshots; server log %s", name, left, len(snaps), m.e.srv.logPath)
 	}
 	return res, nil
 }
