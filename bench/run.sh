@@ -2,9 +2,10 @@
 # Runs the backup and restore benchmarks: builds the two floor programs, the
 # orchestrator and the example BackupItemAction, makes sure bin/lifeboat is
 # current, and prints markdown tables of Lifeboat's backup and restore
-# throughput and memory against floors measured in the same run, and of what
-# one external BackupItemAction on every item costs a backup. See
-# bench/README.md.
+# throughput and memory against floors measured in the same run, of what
+# one external BackupItemAction on every item costs a backup, of backup
+# deletion, and of a backup and deletion of CSI snapshots against a plain
+# program's (bench/csifloor). See bench/README.md.
 #
 #   BENCH_N            backup: comma-separated numbers of ConfigMaps (default 2000,10000,50000)
 #   BENCH_SKIP_BACKUP  1: no backup throughput measurement
@@ -14,9 +15,11 @@
 #   BENCH_SKIP_PLUGIN  1: no plugin overhead measurement
 #   BENCH_DELETE_N     deletion: comma-separated numbers of ConfigMaps in the deleted backup (default 50000,100000)
 #   BENCH_SKIP_DELETE  1: no deletion measurement
+#   BENCH_CSI_N        CSI snapshots: comma-separated numbers of claims backed up with snapshots and deleted (default 100)
+#   BENCH_SKIP_CSI     1: no CSI measurement
 #   BENCH_SKIP_POLICY  1: no volume policy evaluation measurement (10,000 claims, 20,000 pods)
-#   BENCH_RUNS         measured runs per N, backup, restore and plugin; the tables show medians (default 3)
-#   BENCH_WARMUP       unmeasured backup runs of each side per N first (default 1; plugin: per server process)
+#   BENCH_RUNS         measured runs per N of every measurement; the tables show medians (default 3)
+#   BENCH_WARMUP       unmeasured backup runs of each side per N first (default 1; plugin: per server process; CSI: backups and deletions)
 #   BENCH_RESTORE_WARMUP unmeasured restore runs of each side per N first (default 0)
 #   BENCH_OUT          also write the report to this file
 #   BENCH_JSON         also write the raw results as JSON to this file
@@ -70,6 +73,24 @@ if [[ -n "$delete_n" ]]; then
 	"$GO" build -o "$tools/deleteplugin" ./bench/deleteplugin
 	delete_args=(-delete-n "$delete_n" -delete-plugin "$tools/deleteplugin")
 fi
+csi_n=${BENCH_CSI_N:-100}
+if [[ "${BENCH_SKIP_CSI:-}" == 1 ]]; then
+	csi_n=
+fi
+csi_args=()
+if [[ -n "$csi_n" ]]; then
+	# The CSI stack's sidecars and kube-controller-manager (cached builds).
+	if [[ -z "${LIFEBOAT_CSI_BINS:-}" ]]; then
+		LIFEBOAT_CSI_BINS=$(hack/csi-bins.sh)
+		export LIFEBOAT_CSI_BINS
+	fi
+	if [[ -z "${LIFEBOAT_NODE_BINS:-}" ]]; then
+		LIFEBOAT_NODE_BINS=$(hack/node-bins.sh)
+		export LIFEBOAT_NODE_BINS
+	fi
+	"$GO" build -o "$tools/csifloor" ./bench/csifloor
+	csi_args=(-csi-n "$csi_n" -csifloor "$tools/csifloor")
+fi
 args=(
 	-n "${BENCH_N:-2000,10000,50000}"
 	-restore-n "$restore_n"
@@ -81,6 +102,7 @@ args=(
 	-createfloor "$tools/createfloor"
 	"${plugin_args[@]}"
 	"${delete_args[@]}"
+	"${csi_args[@]}"
 )
 if [[ "${BENCH_SKIP_BACKUP:-}" == 1 ]]; then
 	args+=(-skip-backup)

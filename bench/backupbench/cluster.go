@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +57,10 @@ func newKube(cfg *rest.Config) (*kube, error) {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	if err := v1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	// The CSI measurement checks what is left of the snapshots.
+	if err := snapshotv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})

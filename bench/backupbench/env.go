@@ -33,6 +33,9 @@ type sizeEnv struct {
 
 	c       config
 	cluster *localcluster.Cluster
+	// cleanups run on close, last added first, after the server stops
+	// and before the cluster does (the CSI stack).
+	cleanups []func()
 }
 
 // setUp starts a fresh cluster, so earlier sizes' objects neither slow the
@@ -42,6 +45,22 @@ type sizeEnv struct {
 // RSS belongs to this measurement alone. It returns once the server has
 // marked the location Available. close stops it all, also after an error.
 func setUp(ctx context.Context, c config, n int, label string) (e *sizeEnv, err error) {
+	return setUpWith(ctx, c, n, label, func(e *sizeEnv) error {
+		e.namespaces = benchNamespaces(n, c.namespaces)
+		start := time.Now()
+		var err error
+		if e.bytesPerItem, err = populate(ctx, e.k, e.namespaces, n, c.itemBytes, c.workers); err != nil {
+			return err
+		}
+		e.populateSeconds = time.Since(start).Seconds()
+		logf("N=%d: created %d ConfigMaps in %.1fs (%.0f/s)", n, n, e.populateSeconds, float64(n)/e.populateSeconds)
+		return nil
+	})
+}
+
+// setUpWith is setUp with what goes into the cluster before the server
+// starts left to populate, which sets e.namespaces.
+func setUpWith(ctx context.Context, c config, n int, label string, populate func(e *sizeEnv) error) (e *sizeEnv, err error) {
 	e = &sizeEnv{n: n, c: c, dir: filepath.Join(c.workDir, label)}
 	defer func() {
 		if err != nil {
@@ -64,13 +83,9 @@ func setUp(ctx context.Context, c config, n int, label string) (e *sizeEnv, err 
 		return e, err
 	}
 
-	e.namespaces = benchNamespaces(n, c.namespaces)
-	start := time.Now()
-	if e.bytesPerItem, err = populate(ctx, e.k, e.namespaces, n, c.itemBytes, c.workers); err != nil {
+	if err := populate(e); err != nil {
 		return e, err
 	}
-	e.populateSeconds = time.Since(start).Seconds()
-	logf("N=%d: created %d ConfigMaps in %.1fs (%.0f/s)", n, n, e.populateSeconds, float64(n)/e.populateSeconds)
 
 	e.storeRoot = filepath.Join(e.dir, "store")
 	if err := createLocation(ctx, e.k, e.storeRoot); err != nil {
@@ -133,6 +148,10 @@ func (e *sizeEnv) close() {
 	if err := e.stopServer(); err != nil {
 		logf("N=%d: %v", e.n, err)
 	}
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+	e.cleanups = nil
 	if e.cluster != nil {
 		if err := e.cluster.Stop(); err != nil {
 			logf("N=%d: stopping the local cluster: %v", e.n, err)

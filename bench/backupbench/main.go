@@ -18,6 +18,15 @@
 // plugins and by one started with a plugin dir holding one external
 // BackupItemAction (-plugin) that applies to every ConfigMap.
 //
+// Deletion (-delete-n): for each N, backups deleted through a
+// DeleteBackupRequest with two DeleteItemActions, against reading the
+// backup's tarball.
+//
+// CSI (-csi-n): for each N, a cluster with the CSI stack and N bound
+// claims; per run a Lifeboat backup that snapshots every claim and the
+// floor (bench/csifloor) taking the same snapshots, then each side's
+// deletion of its snapshots.
+//
 // It prints markdown tables of medians and the raw per-run numbers;
 // bench/run.sh is its usual entry point and bench/README.md explains the
 // figures.
@@ -46,6 +55,7 @@ type config struct {
 	restoreSizes   []int
 	pluginSizes    []int
 	deleteSizes    []int
+	csiSizes       []int
 	runs           int
 	warmup         int
 	restoreWarmup  int
@@ -60,28 +70,36 @@ type config struct {
 	// deletePluginBin is the deletion measurement's external
 	// DeleteItemAction (go build ./bench/deleteplugin).
 	deletePluginBin string
-	serverArgs      []string
-	workDir         string
-	keep            bool
-	jsonOut         string
-	backupTimeout   time.Duration
-	restoreTimeout  time.Duration
-	pause           time.Duration
+	// csiFloorBin is the CSI measurement's floor (go build
+	// ./bench/csifloor); csiVolumeBytes what each claim's volume holds.
+	csiFloorBin    string
+	csiVolumeBytes int
+	serverArgs     []string
+	workDir        string
+	keep           bool
+	jsonOut        string
+	backupTimeout  time.Duration
+	restoreTimeout time.Duration
+	pause          time.Duration
 }
 
 func (c config) backup() bool   { return len(c.sizes) > 0 }
 func (c config) restore() bool  { return len(c.restoreSizes) > 0 }
 func (c config) plugin() bool   { return len(c.pluginSizes) > 0 }
 func (c config) deletion() bool { return len(c.deleteSizes) > 0 }
+func (c config) csi() bool      { return len(c.csiSizes) > 0 }
 
 func main() {
 	var c config
-	var sizes, restoreSizes, pluginSizes, deleteSizes, serverArgs string
+	var sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes, serverArgs string
 	var skipBackup bool
 	flag.StringVar(&sizes, "n", "2000,10000,50000", "comma-separated numbers of ConfigMaps to back up, one measurement each")
 	flag.StringVar(&restoreSizes, "restore-n", "", "comma-separated numbers of ConfigMaps to restore, one measurement each (empty: no restore measurement)")
 	flag.StringVar(&deleteSizes, "delete-n", "", "comma-separated numbers of ConfigMaps in a backup to delete with two DeleteItemActions (-delete-plugin and a built-in), one measurement each (empty: no deletion measurement)")
 	flag.StringVar(&c.deletePluginBin, "delete-plugin", "", "the DeleteItemAction plugin binary (go build ./bench/deleteplugin); needed for -delete-n")
+	flag.StringVar(&csiSizes, "csi-n", "", "comma-separated numbers of CSI claims to back up with snapshots and delete, against -csifloor, one measurement each (empty: no CSI measurement)")
+	flag.StringVar(&c.csiFloorBin, "csifloor", "", "the CSI floor binary (go build ./bench/csifloor); needed for -csi-n")
+	flag.IntVar(&c.csiVolumeBytes, "csi-volume-bytes", 64<<10, "bytes written into each claim's volume (the driver's state directory) before the backups, so each snapshot copies a file")
 	flag.StringVar(&pluginSizes, "plugin-n", "", "comma-separated numbers of ConfigMaps to back up with and without one external BackupItemAction (-plugin), one measurement each (empty: no plugin measurement)")
 	flag.BoolVar(&skipBackup, "skip-backup", false, "no backup throughput measurement (ignore -n)")
 	flag.IntVar(&c.runs, "runs", 3, "measured runs of each side per N, backup and restore; the tables report medians")
@@ -112,7 +130,7 @@ func main() {
 		sizes = ""
 	}
 	c.serverArgs = strings.Fields(serverArgs)
-	if err := c.validate(sizes, restoreSizes, pluginSizes, deleteSizes); err != nil {
+	if err := c.validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes); err != nil {
 		fmt.Fprintln(os.Stderr, "backupbench:", err)
 		os.Exit(2)
 	}
@@ -120,7 +138,7 @@ func main() {
 	// are stopped cleanly; Pdeathsig covers the case where we are killed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	results, restores, plugins, deletes, err := run(ctx, c)
+	results, restores, plugins, deletes, csis, err := run(ctx, c)
 	if len(results) > 0 {
 		writeReport(os.Stdout, c, results)
 	}
@@ -142,8 +160,14 @@ func main() {
 		}
 		writeDeleteReport(os.Stdout, c, deletes)
 	}
-	if c.jsonOut != "" && len(results)+len(restores)+len(plugins)+len(deletes) > 0 {
-		if jerr := writeJSON(c.jsonOut, c, results, restores, plugins, deletes); jerr != nil {
+	if len(csis) > 0 {
+		if len(results)+len(restores)+len(plugins)+len(deletes) > 0 {
+			fmt.Fprintln(os.Stdout)
+		}
+		writeCSIReport(os.Stdout, c, csis)
+	}
+	if c.jsonOut != "" && len(results)+len(restores)+len(plugins)+len(deletes)+len(csis) > 0 {
+		if jerr := writeJSON(c.jsonOut, c, results, restores, plugins, deletes, csis); jerr != nil {
 			fmt.Fprintln(os.Stderr, "backupbench:", jerr)
 		}
 	}
@@ -169,7 +193,7 @@ func parseSizes(flagName, s string) ([]int, error) {
 	return out, nil
 }
 
-func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes string) error {
+func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes string) error {
 	var err error
 	if c.sizes, err = parseSizes("-n", sizes); err != nil {
 		return err
@@ -183,9 +207,12 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes string) 
 	if c.deleteSizes, err = parseSizes("-delete-n", deleteSizes); err != nil {
 		return err
 	}
+	if c.csiSizes, err = parseSizes("-csi-n", csiSizes); err != nil {
+		return err
+	}
 	switch {
-	case !c.backup() && !c.restore() && !c.plugin() && !c.deletion():
-		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n, -plugin-n and -delete-n name no sizes")
+	case !c.backup() && !c.restore() && !c.plugin() && !c.deletion() && !c.csi():
+		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n, -plugin-n, -delete-n and -csi-n name no sizes")
 	case c.runs < 1:
 		return errors.New("-runs must be at least 1")
 	case c.warmup < 0 || c.restoreWarmup < 0:
@@ -204,6 +231,10 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes string) 
 		return errors.New("-plugin is required to measure plugin overhead (go build -o PLUGIN ./examples/plugins/annotate)")
 	case c.deletion() && c.deletePluginBin == "":
 		return errors.New("-delete-plugin is required to measure deletions (go build -o PLUGIN ./bench/deleteplugin)")
+	case c.csi() && c.csiFloorBin == "":
+		return errors.New("-csifloor is required to measure CSI snapshots (go build -o CSIFLOOR ./bench/csifloor)")
+	case c.csiVolumeBytes < 0:
+		return errors.New("-csi-volume-bytes must not be negative")
 	}
 	bins := []*string{&c.lifeboatBin}
 	if c.backup() {
@@ -217,6 +248,9 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes string) 
 	}
 	if c.deletion() {
 		bins = append(bins, &c.deletePluginBin)
+	}
+	if c.csi() {
+		bins = append(bins, &c.csiFloorBin)
 	}
 	for _, p := range bins {
 		abs, err := filepath.Abs(*p)
@@ -232,13 +266,13 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes string) 
 }
 
 // run measures every N in turn, each against a fresh cluster, backups
-// first, then restores, then plugin overhead, and returns what it measured
-// even when a later N fails.
-func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pluginSizeResult, []deleteSizeResult, error) {
+// first, then restores, plugin overhead, deletions and CSI snapshots, and
+// returns what it measured even when a later N fails.
+func run(ctx context.Context, c config) (results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult, csis []csiSizeResult, err error) {
 	if c.workDir == "" {
 		dir, err := os.MkdirTemp("", "lifeboat-bench-")
 		if err != nil {
-			return nil, nil, nil, nil, fmt.Errorf("creating work directory: %w", err)
+			return nil, nil, nil, nil, nil, fmt.Errorf("creating work directory: %w", err)
 		}
 		c.workDir = dir
 		if !c.keep {
@@ -246,6 +280,27 @@ func run(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pl
 		}
 	}
 	logf("work directory %s", c.workDir)
+	results, restores, plugins, deletes, err = runConfigMaps(ctx, c)
+	if err != nil {
+		return results, restores, plugins, deletes, nil, err
+	}
+	for _, n := range c.csiSizes {
+		if err := ctx.Err(); err != nil {
+			return results, restores, plugins, deletes, csis, err
+		}
+		res, err := measureCSISize(ctx, c, n)
+		if len(res.Runs) > 0 {
+			csis = append(csis, res)
+		}
+		if err != nil {
+			return results, restores, plugins, deletes, csis, fmt.Errorf("CSI N=%d: %w", n, err)
+		}
+	}
+	return results, restores, plugins, deletes, csis, nil
+}
+
+// runConfigMaps runs the measurements over ConfigMaps.
+func runConfigMaps(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pluginSizeResult, []deleteSizeResult, error) {
 	var results []sizeResult
 	for _, n := range c.sizes {
 		if err := ctx.Err(); err != nil {
@@ -355,7 +410,7 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult) error {
+func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult, csis []csiSizeResult) error {
 	data, err := json.MarshalIndent(struct {
 		Runs          int                 `json:"runs"`
 		Warmup        int                 `json:"warmup"`
@@ -366,7 +421,8 @@ func writeJSON(path string, c config, results []sizeResult, restores []restoreSi
 		Restores      []restoreSizeResult `json:"restores,omitempty"`
 		Plugins       []pluginSizeResult  `json:"plugins,omitempty"`
 		Deletes       []deleteSizeResult  `json:"deletes,omitempty"`
-	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores, plugins, deletes}, "", "  ")
+		CSI           []csiSizeResult     `json:"csi,omitempty"`
+	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores, plugins, deletes, csis}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)
 	}

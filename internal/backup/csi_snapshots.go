@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,10 @@ type csiSnap struct {
 	// Set when the snapshot is ready: the objects as stored.
 	vs  *snapshotv1.VolumeSnapshot
 	vsc *snapshotv1.VolumeSnapshotContent
+	// The items to store, read once it is ready (prepareCSI), or why they
+	// could not be.
+	vsItem, vscItem rawItem
+	prepErr         error
 	// err is why the snapshot is not in the backup (recorded once);
 	// skipped: it was not attempted (no class, and only the default chose
 	// it), which is no failure.
@@ -65,6 +70,10 @@ type csiState struct {
 	snaps []*csiSnap
 	// byClaim: namespace/name of a claim -> its snapshot.
 	byClaim map[string]*csiSnap
+	// checked: the claims whose snapshot was decided (taken or not), so
+	// a claim is looked at once, whether its page created the snapshots
+	// ahead of storing (snapshotPage) or writeItem does.
+	checked map[string]bool
 	// volumeStep: claims whose snapshot is the native one, taken after
 	// the archive; a pod mounting one keeps its post hooks until then.
 	volumeStep map[string]bool
@@ -94,7 +103,7 @@ type heldClaim struct {
 }
 
 func newCSIState() *csiState {
-	return &csiState{byClaim: map[string]*csiSnap{}, volumeStep: map[string]bool{},
+	return &csiState{byClaim: map[string]*csiSnap{}, checked: map[string]bool{}, volumeStep: map[string]bool{},
 		classesStored: map[string]bool{}, hookedClaims: map[string]map[string]bool{}}
 }
 
@@ -250,43 +259,108 @@ func (r *run) podVolumesDone(ctx context.Context, pod *corev1.Pod) bool {
 	return done
 }
 
+// snapshotPage creates the CSI snapshots of a page of claims before the
+// page is stored, several claims at a time (volumeWorkers): each takes a
+// few API calls (the claim's volume, its class, the snapshot's create),
+// and made one claim after another they kept a backup of a hundred claims
+// waiting on the API server for seconds while the snapshot controllers
+// sat idle. Storing each claim (writeItem, csiAtClaim) then finds its
+// snapshot and names it. skip says which items are not stored now (held
+// with their pod, or filtered out); items stored already and those an
+// action skipped or failed on are left alone too.
+func (r *run) snapshotPage(ctx context.Context, rt resourceType, items []rawItem, pre []*actionResult, skip func(int) bool) {
+	gr := rt.GroupResource().String()
+	work := make(chan []byte)
+	var wg sync.WaitGroup
+	for range min(volumeWorkers, len(items)) {
+		wg.Go(func() {
+			for data := range work {
+				pvc := &corev1.PersistentVolumeClaim{}
+				if err := json.Unmarshal(data, pvc); err == nil && pvc.Spec.VolumeName != "" {
+					r.claimSnapshot(ctx, pvc)
+				}
+			}
+		})
+	}
+	for i, it := range items {
+		if skip(i) || r.stored[gr+"/"+it.Namespace+"/"+it.Name] {
+			continue
+		}
+		data := it.JSON
+		if p := pre[i]; p != nil {
+			if p.err != nil || p.skip {
+				continue
+			}
+			data = p.data
+		}
+		select {
+		case work <- data:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
 // csiAtClaim takes the CSI snapshot of a stored claim's volume when its
-// decision says so, and returns the claim's JSON with Velero's labels and
-// annotations naming the VolumeSnapshot. Problems are recorded; the claim
-// is stored either way.
+// decision says so (unless its page took it already), and returns the
+// claim's JSON with Velero's labels and annotations naming the
+// VolumeSnapshot. Problems are recorded; the claim is stored either way.
 func (r *run) csiAtClaim(ctx context.Context, data []byte) []byte {
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := json.Unmarshal(data, pvc); err != nil || pvc.Spec.VolumeName == "" {
 		return data
 	}
+	s := r.claimSnapshot(ctx, pvc)
+	if s == nil || s.err != nil || s.name == "" {
+		return data
+	}
+	out, err := addMetadata(data, csisnapshot.ClaimLabels(r.b, s.name), csisnapshot.ClaimAnnotations(s.name))
+	if err != nil {
+		return data
+	}
+	return out
+}
+
+// claimSnapshot returns the claim's CSI snapshot, created on the first
+// call for the claim when its decision says so; nil when none is taken.
+// Calls for different claims may run at once.
+func (r *run) claimSnapshot(ctx context.Context, pvc *corev1.PersistentVolumeClaim) *csiSnap {
 	key := pvc.Namespace + "/" + pvc.Name
+	r.csi.mu.Lock()
+	s, seen := r.csi.byClaim[key], r.csi.checked[key]
+	r.csi.checked[key] = true
+	r.csi.mu.Unlock()
+	if seen {
+		return s
+	}
 	pv := &corev1.PersistentVolume{}
 	gctx, cancel := context.WithTimeout(ctx, csiCallTimeout)
 	defer cancel()
 	if r.e.Client == nil || r.e.Client.Get(gctx, crclient.ObjectKey{Name: pvc.Spec.VolumeName}, pv) != nil {
-		return data // decided (and reported) with the stored PV, if any, later
+		return nil // decided (and reported) with the stored PV, if any, later
 	}
 	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Namespace != pvc.Namespace || pv.Spec.ClaimRef.Name != pvc.Name {
-		return data
+		return nil
 	}
 	h, err := r.volumeHelper(ctx)
 	if err != nil {
-		return data // reported by the volume step
+		return nil // reported by the volume step
 	}
 	v := &volumeItem{pv: pv, pvc: pvc}
 	d, err := r.decision(h, v)
 	if err != nil || d.Action != policy.Snapshot {
-		return data
+		return nil
 	}
 	native, err := r.nativeTakes(ctx, pv)
 	if err != nil || native {
 		r.csi.mu.Lock()
 		r.csi.volumeStep[key] = true
 		r.csi.mu.Unlock()
-		return data
+		return nil
 	}
 	if pv.Spec.CSI == nil {
-		return data // the volume step says why no snapshot was taken
+		return nil // the volume step says why no snapshot was taken
 	}
 	explicit := d.Source == volumehelper.SourceRule || d.Source == volumehelper.SourceSnapshotVolumes
 	if !r.snapshotAPIServed() {
@@ -294,9 +368,9 @@ func (r *run) csiAtClaim(ctx context.Context, data []byte) []byte {
 			r.results.Warning(pvc.Namespace, fmt.Sprintf("%s: CSI snapshot not taken: the cluster does not serve volumesnapshots.snapshot.storage.k8s.io; "+
 				"install the external-snapshotter's CRDs and snapshot controller, or configure a VolumeSnapshotLocation", v))
 		}
-		return data
+		return nil
 	}
-	s := &csiSnap{pvc: pvc, pv: pv}
+	s = &csiSnap{pvc: pvc, pv: pv}
 	r.csi.mu.Lock()
 	r.csi.byClaim[key] = s
 	r.csi.snaps = append(r.csi.snaps, s)
@@ -312,17 +386,12 @@ func (r *run) csiAtClaim(ctx context.Context, data []byte) []byte {
 			s.skipped = true
 			r.results.Warning(pvc.Namespace, msg)
 			r.log.Warn("CSI snapshot not taken", "claim", key, "error", err)
-			return data
+			return s
 		}
 		r.results.Error(pvc.Namespace, msg)
 		r.log.Error("CSI snapshot not taken", "claim", key, "error", err)
-		return data
 	}
-	out, err := addMetadata(data, csisnapshot.ClaimLabels(r.b, s.name), csisnapshot.ClaimAnnotations(s.name))
-	if err != nil {
-		return data
-	}
-	return out
+	return s
 }
 
 // nativeTakes reports whether a VolumeSnapshotLocation's VolumeSnapshotter
@@ -481,7 +550,11 @@ func (r *run) finishCSI(ctx context.Context, aw *archive.Writer) error {
 	if err := r.writeHeldClaims(ctx, aw, nil); err != nil {
 		return err
 	}
-	snaps := r.csi.snaps
+	// Claims' snapshots are created a page at a time, several at once:
+	// stored in claim order, the archive does not depend on which create
+	// returned first.
+	snaps := slices.Clone(r.csi.snaps)
+	slices.SortStableFunc(snaps, func(a, b *csiSnap) int { return strings.Compare(a.claim(), b.claim()) })
 	if len(snaps) == 0 {
 		return nil
 	}
@@ -495,7 +568,9 @@ func (r *run) finishCSI(ctx context.Context, aw *archive.Writer) error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			errs[i] = r.waitCSI(ctx, s, true)
+			if errs[i] = r.waitCSI(ctx, s, true); errs[i] == nil {
+				r.prepareCSI(ctx, s)
+			}
 		})
 	}
 	wg.Wait()
@@ -517,37 +592,44 @@ func (r *run) finishCSI(ctx context.Context, aw *archive.Writer) error {
 	return nil
 }
 
-// storeCSI writes a ready snapshot's objects into the archive as Velero's
-// finalized backup holds them: the VolumeSnapshot with the content's
-// handle, driver, deletion policy and restore size as annotations, the
-// content labelled with the backup (in the cluster too, as Velero does,
-// so a content left behind can be found), and the class.
-func (r *run) storeCSI(ctx context.Context, aw *archive.Writer, s *csiSnap) error {
+// prepareCSI readies a ready snapshot's objects for the archive: the
+// content labelled with the backup (in the cluster too, as Velero does, so
+// a content left behind can be found), then both read as stored, the
+// VolumeSnapshot with the content's handle, driver, deletion policy and
+// restore size as annotations. It runs as each snapshot becomes ready,
+// several at once; a failure is kept for storeCSI to record.
+func (r *run) prepareCSI(ctx context.Context, s *csiSnap) {
 	cctx, cancel := context.WithTimeout(ctx, csiCallTimeout)
 	defer cancel()
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, v1.BackupNameLabel, v1.LabelValue(r.b.Name))
-	if err := r.e.Client.Patch(cctx, s.vsc, crclient.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := r.e.Client.Patch(cctx, s.vsc.DeepCopy(), crclient.RawPatch(types.MergePatchType, patch)); err != nil {
 		r.log.Warn("labelling the VolumeSnapshotContent with the backup", "volumeSnapshotContent", s.vsc.Name, "error", err)
 	}
 	vsRT, vscRT := r.typesByGR[csisnapshot.VolumeSnapshots], r.typesByGR[csisnapshot.VolumeSnapshotContents]
-	vsItem, err := r.e.lister.get(cctx, vsRT, s.pvc.Namespace, s.name)
-	if err != nil {
-		r.csiFailed(ctx, s, err)
+	if s.vsItem, s.prepErr = r.e.lister.get(cctx, vsRT, s.pvc.Namespace, s.name); s.prepErr != nil {
+		return
+	}
+	if s.vscItem, s.prepErr = r.e.lister.get(cctx, vscRT, "", s.vsc.Name); s.prepErr != nil {
+		return
+	}
+	s.vsItem.JSON, s.prepErr = addMetadata(s.vsItem.JSON, nil, csisnapshot.StoredAnnotations(s.vsc))
+}
+
+// storeCSI writes a ready snapshot's objects (prepareCSI) into the archive
+// as Velero's finalized backup holds them: the VolumeSnapshot, the
+// content, and the class.
+func (r *run) storeCSI(ctx context.Context, aw *archive.Writer, s *csiSnap) error {
+	if s.prepErr != nil {
+		r.csiFailed(ctx, s, s.prepErr)
 		return nil
 	}
-	vscItem, err := r.e.lister.get(cctx, vscRT, "", s.vsc.Name)
-	if err != nil {
-		r.csiFailed(ctx, s, err)
-		return nil
-	}
-	if vsItem.JSON, err = addMetadata(vsItem.JSON, nil, csisnapshot.StoredAnnotations(s.vsc)); err != nil {
-		r.csiFailed(ctx, s, err)
-		return nil
-	}
-	if err := r.writeCSIItem(aw, vsRT, vsItem); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, csiCallTimeout)
+	defer cancel()
+	vsRT, vscRT := r.typesByGR[csisnapshot.VolumeSnapshots], r.typesByGR[csisnapshot.VolumeSnapshotContents]
+	if err := r.writeCSIItem(aw, vsRT, s.vsItem); err != nil {
 		return err
 	}
-	if err := r.writeCSIItem(aw, vscRT, vscItem); err != nil {
+	if err := r.writeCSIItem(aw, vscRT, s.vscItem); err != nil {
 		return err
 	}
 	if !slices.ContainsFunc(r.csi.classes, func(c snapshotv1.VolumeSnapshotClass) bool { return c.Name == s.class }) {
@@ -614,12 +696,22 @@ func (r *run) releaseCSI(ctx context.Context, stored bool) {
 	if stored {
 		policy = snapshotv1.VolumeSnapshotContentRetain
 	}
+	// Several at once (volumeWorkers): three API calls per snapshot, one
+	// snapshot after another, kept a backup of a hundred claims from
+	// completing for seconds.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, volumeWorkers)
 	for _, s := range r.csi.snaps {
 		if s.err != nil || s.name == "" {
 			continue
 		}
-		r.deleteCSI(ctx, s, policy)
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r.deleteCSI(ctx, s, policy)
+		})
 	}
+	wg.Wait()
 }
 
 // deleteCSI sets the content's deletion policy and deletes it (when
@@ -628,9 +720,13 @@ func (r *run) releaseCSI(ctx context.Context, stored bool) {
 func (r *run) deleteCSI(ctx context.Context, s *csiSnap, policy snapshotv1.DeletionPolicy) {
 	cctx, cancel := context.WithTimeout(ctx, csiCallTimeout)
 	defer cancel()
-	_, vsc, err := r.readCSI(cctx, s)
-	if err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
-		r.log.Warn("reading a CSI snapshot to release it", "volumeSnapshot", s.pvc.Namespace+"/"+s.name, "error", err)
+	// A ready snapshot's content is known; the others' are looked up.
+	vsc := s.vsc.DeepCopy()
+	if vsc == nil {
+		var err error
+		if _, vsc, err = r.readCSI(cctx, s); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+			r.log.Warn("reading a CSI snapshot to release it", "volumeSnapshot", s.pvc.Namespace+"/"+s.name, "error", err)
+		}
 	}
 	if vsc != nil {
 		patch := fmt.Appendf(nil, `{"spec":{"deletionPolicy":%q}}`, policy)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -23,9 +24,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/credentials"
 	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
 	"github.com/lifeboat-io/lifeboat/internal/localcluster"
@@ -681,5 +684,103 @@ func TestNativeSnapshotHoldsTheHookedPodsPostHook(t *testing.T) {
 	want := []string{"hook db: freeze", "store pod db", "store persistentvolumeclaim data", "native snapshot /data/" + f.ns, "hook db: thaw"}
 	if !reflect.DeepEqual(log.events, want) {
 		t.Errorf("order of events:\n got %q\nwant %q", log.events, want)
+	}
+}
+
+// TestCSISnapshotsOfAPageAreCreatedTogether: the claims of a page get
+// their VolumeSnapshots several at a time, not one after another (made
+// one by one, a backup of a hundred claims waited seconds on the API
+// server), each claim exactly one, and the archive holds them in claim
+// order whichever create returned first.
+func TestCSISnapshotsOfAPageAreCreatedTogether(t *testing.T) {
+	f, cs, ns := csiFixture(t)
+	ctx := context.Background()
+	var claims []string
+	for i := range 12 {
+		claims = append(claims, fmt.Sprintf("data-%02d", i))
+		csiVolume(t, cs, ns, claims[i])
+	}
+	var mu sync.Mutex
+	inFlight, peak := 0, 0
+	created := map[string]int{}
+	// Each create takes a while, as on a busy API server.
+	base, err := crclient.NewWithWatch(csiConfig(t), crclient.Options{Scheme: f.engine.Client.Scheme(), Mapper: f.engine.Client.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.engine.Client = interceptor.NewClient(base, interceptor.Funcs{
+		Create: func(ctx context.Context, c crclient.WithWatch, obj crclient.Object, opts ...crclient.CreateOption) error {
+			vs, ok := obj.(*snapshotv1.VolumeSnapshot)
+			if !ok {
+				return c.Create(ctx, obj, opts...)
+			}
+			mu.Lock()
+			inFlight++
+			peak = max(peak, inFlight)
+			created[*vs.Spec.Source.PersistentVolumeClaimName]++
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	startFakeSnapshotController(t, f.engine.Client, ns, nil, nil)
+	b := f.backup("csi-page")
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted || out.CSIVolumeSnapshotsCompleted != len(claims) {
+		t.Fatalf("outcome %+v; errors: %s", out, backupErrors(t, f, b.Name))
+	}
+	if peak < 2 {
+		t.Errorf("at most %d VolumeSnapshot create in flight, want several", peak)
+	}
+	for _, claim := range claims {
+		if created[claim] != 1 {
+			t.Errorf("claim %s: %d VolumeSnapshots created, want 1", claim, created[claim])
+		}
+	}
+	// The archive's VolumeSnapshots, in the order written: by claim.
+	items := readItems(t, f, b.Name)
+	var order []string
+	for _, claim := range claims {
+		pvc := items["resources/persistentvolumeclaims/namespaces/"+ns+"/"+claim+".json"]
+		vsName := pvc.GetAnnotations()[csisnapshot.VolumeSnapshotNameLabel]
+		if items["resources/volumesnapshots.snapshot.storage.k8s.io/namespaces/"+ns+"/"+vsName+".json"] == nil {
+			t.Fatalf("claim %s names VolumeSnapshot %q, which is not stored", claim, vsName)
+		}
+		order = append(order, vsName)
+	}
+	written := archiveOrder(t, f, b.Name, "resources/volumesnapshots.snapshot.storage.k8s.io/namespaces/"+ns+"/")
+	if !reflect.DeepEqual(written, order) {
+		t.Errorf("VolumeSnapshots written in the order %v, want the claims' %v", written, order)
+	}
+}
+
+// archiveOrder returns the paths under prefix in the backup's tarball, in
+// the order written, as names without the .json.
+func archiveOrder(t *testing.T, f *fixture, name, prefix string) []string {
+	t.Helper()
+	rc, err := f.store.GetBackupContents(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	r, err := archive.NewReader(rc, archive.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Item != nil && !e.PreferredVersionCopy && strings.HasPrefix(e.Path, prefix) {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(e.Path, prefix), ".json"))
+		}
 	}
 }

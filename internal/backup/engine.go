@@ -342,6 +342,11 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 			held = r.claimsToHold(ctx, pg.Items)
 		}
 		pre := r.applyActionsToPage(ctx, job.Type, pg.Items, func(i int) bool { return hooked[i] != nil || held[i] })
+		if gr == pvcResource && r.csi != nil {
+			r.snapshotPage(ctx, job.Type, pg.Items, pre, func(i int) bool {
+				return held[i] || (job.WriteIf != nil && !job.WriteIf(pg.Items[i]))
+			})
+		}
 		for i, it := range pg.Items {
 			if job.WriteIf != nil && !job.WriteIf(it) {
 				continue

@@ -46,8 +46,15 @@ const (
 // content to be gone once deleted.
 const DefaultCSIWait = 2 * time.Minute
 
-// csiPoll is how often a wait looks again.
-const csiPoll = 250 * time.Millisecond
+// csiPoll is how often a wait looks again, at most; a wait for the
+// sidecar starts at csiFirstPoll and doubles up to it. The sidecar
+// usually answers within tens of milliseconds, so a fixed 250 ms made
+// each of a deletion's snapshots take half a second in its two waits
+// (8 at a time: 100 snapshots took 8 s, a plain program 3).
+const (
+	csiPoll      = 250 * time.Millisecond
+	csiFirstPoll = 10 * time.Millisecond
+)
 
 // orphanGrace is how long the controllers get to finish a deleted content
 // before the action releases it.
@@ -342,6 +349,7 @@ var errGaveUp = errors.New("gave up")
 // passes; it returns the content last read (nil: not found).
 func (a *CSISnapshotCleanup) waitContent(res dynamic.ResourceInterface, name string, done func(*unstructured.Unstructured) (bool, error)) (*unstructured.Unstructured, error) {
 	deadline := time.Now().Add(a.c.csiWait())
+	delay := csiFirstPoll
 	for {
 		vsc, err := get(res, name)
 		if err != nil {
@@ -354,7 +362,8 @@ func (a *CSISnapshotCleanup) waitContent(res dynamic.ResourceInterface, name str
 		if time.Now().After(deadline) {
 			return vsc, fmt.Errorf("%w after %s", errGaveUp, a.c.csiWait())
 		}
-		time.Sleep(csiPoll)
+		time.Sleep(delay)
+		delay = min(2*delay, csiPoll)
 	}
 }
 
