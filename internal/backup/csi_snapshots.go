@@ -25,6 +25,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -319,7 +320,38 @@ func (r *run) csiAtClaim(ctx context.Context, data []byte) []byte {
 	if err != nil {
 		return data
 	}
+	if raised, err := raiseRequestToCapacity(out, pvc, s.pv); err == nil {
+		out = raised
+	}
 	return out
+}
+
+// raiseRequestToCapacity stores a snapshotted claim asking for at least its
+// volume's capacity. Velero stores the claim asking for the snapshot's
+// restore size when that is larger (its claim action waits for the
+// snapshot first); Lifeboat stores the claim as the snapshot is asked for,
+// before its size is known, so it takes the volume's capacity, which is
+// what a snapshot of it restores into. Without this, a claim of 1500Mi
+// whose provisioner rounded the volume up to 2Gi could not be restored by
+// Velero from a 2Gi snapshot (the provisioner refuses a volume smaller
+// than its source). Lifeboat's own restore also raises the request to the
+// snapshot's recorded restore size (internal/restore/csi.go).
+func raiseRequestToCapacity(data []byte, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) ([]byte, error) {
+	capacity, ok := pv.Spec.Capacity[corev1.ResourceStorage]
+	if !ok || capacity.IsZero() {
+		return data, nil
+	}
+	if req, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok && req.Cmp(capacity) >= 0 {
+		return data, nil
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, err
+	}
+	if err := unstructured.SetNestedField(obj, capacity.String(), "spec", "resources", "requests", "storage"); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
 }
 
 // claimSnapshot returns the claim's CSI snapshot, created on the first
