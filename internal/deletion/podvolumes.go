@@ -66,8 +66,11 @@ type podVolumeWork struct {
 // alone may be a leftover of another backup of the same name. An object
 // whose velero.io/backup-uid label names another Backup is left out for the
 // same reason. Entries without a snapshot ID (empty volumes, failed ones)
-// have nothing to forget. The list is sorted, so positions are stable
-// across attempts.
+// have nothing to forget. The repository is the one in the backup's
+// location, as Velero's deletion picks it: a stored PodVolumeBackup of a
+// backup synced from another cluster names that cluster's location (the
+// PodVolumeBackup's own location only when the Backup names none). The
+// list is sorted, so positions are stable across attempts.
 func (e *Engine) podVolumeSnapshots(ctx context.Context, store *storage.BackupStore, b *v1.Backup) (podVolumeWork, error) {
 	var w podVolumeWork
 	var stored []v1.PodVolumeBackup
@@ -98,7 +101,7 @@ func (e *Engine) podVolumeSnapshots(ctx context.Context, store *storage.BackupSt
 		byName[p.Name] = len(w.snaps)
 		w.snaps = append(w.snaps, PodVolumeSnapshotPlan{
 			SnapshotID: p.Status.SnapshotID, VolumeNamespace: p.Spec.Pod.Namespace,
-			Location: cmp.Or(p.Spec.BackupStorageLocation, b.Spec.StorageLocation),
+			Location: cmp.Or(b.Spec.StorageLocation, p.Spec.BackupStorageLocation),
 			Pod:      p.Spec.Pod.Name, Volume: p.Spec.Volume, PodVolumeBackup: p.Name, Source: source,
 		})
 	}

@@ -217,6 +217,9 @@ func TestPodVolumeSnapshotOfAMissingRepositoryCountsAsGone(t *testing.T) {
 
 func TestSyncedBackupForgetsWhatItsStoredFileNames(t *testing.T) {
 	w, _ := podVolumeWorld(t)
+	// The stored file names the other cluster's location ("default"); the
+	// repository is the one in the location the backup is in here.
+	w.backup.Spec.StorageLocation = "shared"
 	f := &fakeForgetter{}
 	e := w.engine()
 	// No PodVolumeBackup in this cluster: the backup came from another.
@@ -225,8 +228,8 @@ func TestSyncedBackupForgetsWhatItsStoredFileNames(t *testing.T) {
 	if res.Err != nil {
 		t.Fatalf("%v (%v)", res.Err, res.Messages())
 	}
-	if got := f.all(); !slices.Equal(got, []string{"shop@default/k1", "shop@default/k2"}) {
-		t.Errorf("forgotten %v", got)
+	if got := f.all(); !slices.Equal(got, []string{"shop@shared/k1", "shop@shared/k2"}) {
+		t.Errorf("forgotten %v, want both in the backup's location", got)
 	}
 }
 
