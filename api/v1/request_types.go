@@ -47,6 +47,10 @@ type DeletionPlan struct {
 	// "<location>/<snapshot ID> (<persistent volume>)".
 	// +optional
 	Snapshots []string `json:"snapshots,omitempty"`
+	// PodVolumeSnapshots are the kopia snapshots of pod volumes to forget,
+	// as "<volume namespace>/<snapshot ID> (pod <pod>, volume <volume>)".
+	// +optional
+	PodVolumeSnapshots []string `json:"podVolumeSnapshots,omitempty"`
 	// Restores are the Restores of the backup, deleted with their files.
 	// +optional
 	Restores []string `json:"restores,omitempty"`
@@ -86,7 +90,7 @@ const (
 // and a step runs only once every step before it has succeeded, so that
 // nothing a later step needs (the tarball, the snapshots' records, the
 // backup's marker file) is removed while an earlier one can still fail.
-// +kubebuilder:validation:Enum=DeleteItemActions;VolumeSnapshots;Restores;BackupData;Backup
+// +kubebuilder:validation:Enum=DeleteItemActions;VolumeSnapshots;PodVolumeSnapshots;Restores;BackupData;Backup
 type DeletionStep string
 
 // Deletion steps, in the order they run.
@@ -96,6 +100,10 @@ const (
 	DeletionStepItemActions DeletionStep = "DeleteItemActions"
 	// DeletionStepVolumeSnapshots deletes the native volume snapshots.
 	DeletionStepVolumeSnapshots DeletionStep = "VolumeSnapshots"
+	// DeletionStepPodVolumeSnapshots forgets the kopia snapshots of the
+	// backup's PodVolumeBackups (file-system backup) and deletes those
+	// objects; the repository's maintenance reclaims the data.
+	DeletionStepPodVolumeSnapshots DeletionStep = "PodVolumeSnapshots"
 	// DeletionStepRestores deletes the Restores of the backup and their
 	// files under restores/<name>/.
 	DeletionStepRestores DeletionStep = "Restores"
@@ -148,6 +156,11 @@ type DeletionCheckpoint struct {
 	// +optional
 	// +nullable
 	Snapshots *DeletionProgress `json:"snapshots,omitempty"`
+	// PodVolumeSnapshots is the progress of the pod volume snapshot step,
+	// the snapshots in the order the deletion plan lists them.
+	// +optional
+	// +nullable
+	PodVolumeSnapshots *DeletionProgress `json:"podVolumeSnapshots,omitempty"`
 }
 
 // DeletionError is one failure of a deletion, with what failed.
@@ -197,6 +210,10 @@ type DeletionReport struct {
 	Actions []DeletionActionReport `json:"actions,omitempty"`
 	// +optional
 	SnapshotsDeleted int64 `json:"snapshotsDeleted,omitempty"`
+	// PodVolumeSnapshotsForgotten counts the kopia snapshots of pod volumes
+	// forgotten (file-system backup).
+	// +optional
+	PodVolumeSnapshotsForgotten int64 `json:"podVolumeSnapshotsForgotten,omitempty"`
 	// RestoresDeleted counts the Restores deleted with the backup.
 	// +optional
 	RestoresDeleted int64 `json:"restoresDeleted,omitempty"`
@@ -268,6 +285,10 @@ type DeleteBackupRequestStatus struct {
 	// SnapshotsDeleted counts the native volume snapshots deleted so far.
 	// +optional
 	SnapshotsDeleted int64 `json:"snapshotsDeleted,omitempty"`
+	// PodVolumeSnapshotsForgotten counts the kopia snapshots of pod volumes
+	// forgotten (file-system backup).
+	// +optional
+	PodVolumeSnapshotsForgotten int64 `json:"podVolumeSnapshotsForgotten,omitempty"`
 	// RestoresDeleted counts the Restores deleted so far.
 	// +optional
 	RestoresDeleted int64 `json:"restoresDeleted,omitempty"`

@@ -297,18 +297,22 @@ func printPlan(out io.Writer, backup string, p *v1.DeletionPlan) {
 	for _, s := range p.Snapshots {
 		fmt.Fprintf(out, "     - %s\n", s)
 	}
-	fmt.Fprintf(out, "3. delete %s\n", counted(int64(len(p.Restores)), "restore"))
+	fmt.Fprintf(out, "3. forget %s\n", counted(int64(len(p.PodVolumeSnapshots)), "pod volume snapshot"))
+	for _, s := range p.PodVolumeSnapshots {
+		fmt.Fprintf(out, "     - %s\n", s)
+	}
+	fmt.Fprintf(out, "4. delete %s\n", counted(int64(len(p.Restores)), "restore"))
 	for _, r := range p.Restores {
 		fmt.Fprintf(out, "     - %s\n", r)
 	}
-	fmt.Fprintf(out, "4. remove %d object store keys\n", p.Keys)
+	fmt.Fprintf(out, "5. remove %d object store keys\n", p.Keys)
 	for _, k := range p.KeyList {
 		fmt.Fprintf(out, "     - %s\n", k)
 	}
 	if int64(len(p.KeyList)) < p.Keys {
 		fmt.Fprintf(out, "     ... and %d more\n", p.Keys-int64(len(p.KeyList)))
 	}
-	fmt.Fprintf(out, "5. remove the Backup object %s\n", backup)
+	fmt.Fprintf(out, "6. remove the Backup object %s\n", backup)
 	for _, w := range p.Warnings {
 		fmt.Fprintf(out, "Warning: %s\n", w)
 	}

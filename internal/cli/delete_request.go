@@ -85,6 +85,7 @@ func (f *Factory) describeDeleteRequest(w io.Writer, r *v1.DeleteBackupRequest) 
 			d.line("  %s:\t%s done", a.Name, counted(a.Succeeded, "item"))
 		}
 		d.line("  Snapshots deleted:\t%d", st.SnapshotsDeleted)
+		d.line("  Pod volume snapshots forgotten:\t%d", st.PodVolumeSnapshotsForgotten)
 		d.line("  Restores deleted:\t%d", st.RestoresDeleted)
 		d.line("  Keys removed:\t%d", st.KeysRemoved)
 		d.line("  Unfinished uploads removed:\t%d", st.UnfinishedUploadsRemoved)
@@ -162,6 +163,7 @@ func describeDeletionReport(d *describer, rep *v1.DeletionReport) {
 		}
 	}
 	d.line("  Snapshots deleted:\t%d", rep.SnapshotsDeleted)
+	d.line("  Pod volume snapshots forgotten:\t%d", rep.PodVolumeSnapshotsForgotten)
 	d.line("  Restores deleted:\t%d", rep.RestoresDeleted)
 	d.line("  Keys removed:\t%d", rep.KeysRemoved)
 	// Uploads a stopped server never finished are not keys; they are

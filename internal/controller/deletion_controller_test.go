@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,15 @@ func TestARestoreThatEndsWakesItsBackupsDeletions(t *testing.T) {
 	got := r.waitingOnRestore(context.Background(), restore(v1.RestorePhaseCompleted))
 	if len(got) != 1 || got[0].Name != "waiting" {
 		t.Errorf("an ended restore woke %v, want the one unfinished request of its backup", got)
+	}
+}
+
+func TestAPIPlanListsPodVolumeSnapshots(t *testing.T) {
+	p := &deletion.Plan{PodVolumeSnapshots: []deletion.PodVolumeSnapshotPlan{
+		{SnapshotID: "k1", VolumeNamespace: "shop", Location: "default", Pod: "db-0", Volume: "data"},
+	}}
+	out := apiPlan(p)
+	if !slices.Equal(out.PodVolumeSnapshots, []string{"shop/k1 (pod db-0, volume data)"}) {
+		t.Errorf("pod volume snapshots %v", out.PodVolumeSnapshots)
 	}
 }

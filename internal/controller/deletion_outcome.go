@@ -145,6 +145,7 @@ func (r *DeleteBackupRequestReconciler) backupGone(ctx context.Context, dbr *v1.
 			}
 			s.Report.SnapshotsDeleted, s.Report.RestoresDeleted, s.Report.KeysRemoved = s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved
 			s.Report.UnfinishedUploadsRemoved = s.UnfinishedUploadsRemoved
+			s.Report.PodVolumeSnapshotsForgotten = s.PodVolumeSnapshotsForgotten
 			s.CompletionTimestamp = &now
 		})
 	}

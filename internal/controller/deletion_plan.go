@@ -83,6 +83,9 @@ func apiPlan(p *deletion.Plan) *v1.DeletionPlan {
 		}
 		take(desc, &out.Snapshots)
 	}
+	for _, s := range p.PodVolumeSnapshots {
+		take(fmt.Sprintf("%s/%s (pod %s, volume %s)", s.VolumeNamespace, s.SnapshotID, s.Pod, s.Volume), &out.PodVolumeSnapshots)
+	}
 	for _, rp := range p.Restores {
 		take(rp.Name, &out.Restores)
 	}

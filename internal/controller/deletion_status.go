@@ -61,7 +61,7 @@ func setWaiting(dbr *v1.DeleteBackupRequest, reason, msg string) {
 func deletionStateOf(dbr *v1.DeleteBackupRequest) deletion.State {
 	s := dbr.Status
 	st := deletion.State{SnapshotsDeleted: s.SnapshotsDeleted, RestoresDeleted: s.RestoresDeleted, KeysRemoved: s.KeysRemoved,
-		UnfinishedUploadsRemoved: s.UnfinishedUploadsRemoved}
+		UnfinishedUploadsRemoved: s.UnfinishedUploadsRemoved, PodVolumeSnapshotsForgotten: s.PodVolumeSnapshotsForgotten}
 	if s.Checkpoint != nil {
 		st.Checkpoint = *s.Checkpoint.DeepCopy()
 	}
@@ -78,6 +78,7 @@ func applyDeletionState(s *v1.DeleteBackupRequestStatus, st deletion.State) {
 	s.Checkpoint = &cp
 	s.SnapshotsDeleted, s.RestoresDeleted, s.KeysRemoved = st.SnapshotsDeleted, st.RestoresDeleted, st.KeysRemoved
 	s.UnfinishedUploadsRemoved = st.UnfinishedUploadsRemoved
+	s.PodVolumeSnapshotsForgotten = st.PodVolumeSnapshotsForgotten
 	if len(st.Warnings) > 0 || st.SkippedCount > 0 {
 		if s.Report == nil {
 			s.Report = &v1.DeletionReport{}

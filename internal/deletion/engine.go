@@ -1,6 +1,7 @@
 // Package deletion is the backup deletion engine: it plans and runs the
 // deletion of one backup, step by step (DeleteItemActions over the items of
-// the backup's tarball, native volume snapshots, the backup's Restores, the
+// the backup's tarball, native volume snapshots, pod volume snapshots, the
+// backup's Restores, the
 // backup's keys in object storage, the Backup object), and reports how far
 // it got in a checkpoint the caller persists, so that a failed or
 // interrupted deletion resumes where it stopped.
@@ -23,6 +24,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
@@ -51,7 +53,7 @@ const (
 
 // Steps in the order they run.
 var Steps = []v1.DeletionStep{
-	v1.DeletionStepItemActions, v1.DeletionStepVolumeSnapshots, v1.DeletionStepRestores,
+	v1.DeletionStepItemActions, v1.DeletionStepVolumeSnapshots, v1.DeletionStepPodVolumeSnapshots, v1.DeletionStepRestores,
 	v1.DeletionStepBackupData, v1.DeletionStepBackup,
 }
 
@@ -88,6 +90,12 @@ type ResolverFunc func(ctx context.Context) (selection.ResourceResolver, error)
 type Engine struct {
 	Plugins Plugins
 	Cluster Cluster
+	// PodVolumes finds and deletes the backup's PodVolumeBackup objects;
+	// nil: only the stored podvolumebackups file is read.
+	PodVolumes PodVolumeCluster
+	// Forgetter forgets pod volume snapshots in their kopia repositories;
+	// nil fails a deletion that has some to forget.
+	Forgetter podvolume.Forgetter
 	// Resolver resolves AppliesTo names; nil keeps names as written.
 	Resolver ResolverFunc
 	// Workers bounds concurrent DeleteItemAction calls (default 8). The
@@ -112,10 +120,11 @@ type Engine struct {
 // State is what a deletion has done, over all its attempts: the caller
 // persists it and hands it back to resume.
 type State struct {
-	Checkpoint       v1.DeletionCheckpoint
-	SnapshotsDeleted int64
-	RestoresDeleted  int64
-	KeysRemoved      int64
+	Checkpoint                  v1.DeletionCheckpoint
+	SnapshotsDeleted            int64
+	PodVolumeSnapshotsForgotten int64
+	RestoresDeleted             int64
+	KeysRemoved                 int64
 	// UnfinishedUploadsRemoved counts the uploads a stopped server left,
 	// removed with the backup's and its restores' keys.
 	UnfinishedUploadsRemoved int64
@@ -207,6 +216,7 @@ type run struct {
 	state   State
 	actions []*progress // by action, from the checkpoint and the item step
 	snaps   *progress
+	pvSnaps *progress
 	errs    []v1.DeletionError
 	nerrs   int
 	// leaveLocation: the backup stored nothing, so the steps that work on
@@ -235,6 +245,9 @@ func (e *Engine) Run(ctx context.Context, in Input) Result {
 	if cp := r.state.Checkpoint.Snapshots; cp != nil {
 		r.snaps = newProgress(*cp, e.window())
 	}
+	if cp := r.state.Checkpoint.PodVolumeSnapshots; cp != nil {
+		r.pvSnaps = newProgress(*cp, e.window())
+	}
 	start := time.Now()
 	r.log.Info("backup deletion attempt started", "completedSteps", r.state.Checkpoint.CompletedSteps)
 
@@ -256,6 +269,8 @@ func (e *Engine) Run(ctx context.Context, in Input) Result {
 			err = r.itemActions(ctx)
 		case step == v1.DeletionStepVolumeSnapshots:
 			err = r.snapshots(ctx)
+		case step == v1.DeletionStepPodVolumeSnapshots:
+			err = r.podVolumes(ctx)
 		case step == v1.DeletionStepRestores:
 			err = r.restores(ctx)
 		case step == v1.DeletionStepBackupData:
@@ -286,7 +301,7 @@ func (e *Engine) Run(ctx context.Context, in Input) Result {
 		r.log.Warn("backup deletion attempt failed", "error", err, "errors", res.ErrorCount, "duration", time.Since(start).Round(time.Millisecond))
 	default:
 		r.log.Info("backup deleted", "keysRemoved", res.State.KeysRemoved, "snapshotsDeleted", res.State.SnapshotsDeleted,
-			"restoresDeleted", res.State.RestoresDeleted, "duration", time.Since(start).Round(time.Millisecond))
+			"podVolumeSnapshotsForgotten", res.State.PodVolumeSnapshotsForgotten, "restoresDeleted", res.State.RestoresDeleted, "duration", time.Since(start).Round(time.Millisecond))
 	}
 	return res
 }
@@ -295,7 +310,7 @@ func (e *Engine) Run(ctx context.Context, in Input) Result {
 // items, its snapshot records, its keys.
 func touchesLocation(step v1.DeletionStep) bool {
 	switch step {
-	case v1.DeletionStepItemActions, v1.DeletionStepVolumeSnapshots, v1.DeletionStepBackupData:
+	case v1.DeletionStepItemActions, v1.DeletionStepVolumeSnapshots, v1.DeletionStepPodVolumeSnapshots, v1.DeletionStepBackupData:
 		return true
 	}
 	return false
@@ -389,6 +404,10 @@ func (r *run) snapshotState() State {
 		cp := r.snaps.checkpoint()
 		s.Checkpoint.Snapshots = &cp
 	}
+	if r.pvSnaps != nil {
+		cp := r.pvSnaps.checkpoint()
+		s.Checkpoint.PodVolumeSnapshots = &cp
+	}
 	return s
 }
 
@@ -422,8 +441,9 @@ func (r *run) result(err error) Result {
 		res.Errors = []v1.DeletionError{{Message: err.Error()}}
 	}
 	rep := v1.DeletionReport{
-		SnapshotsDeleted: res.State.SnapshotsDeleted, RestoresDeleted: res.State.RestoresDeleted,
-		KeysRemoved: res.State.KeysRemoved, Warnings: slices.Clone(res.State.Warnings),
+		SnapshotsDeleted: res.State.SnapshotsDeleted, PodVolumeSnapshotsForgotten: res.State.PodVolumeSnapshotsForgotten,
+		RestoresDeleted: res.State.RestoresDeleted,
+		KeysRemoved:     res.State.KeysRemoved, Warnings: slices.Clone(res.State.Warnings),
 		UnfinishedUploadsRemoved: res.State.UnfinishedUploadsRemoved,
 		SkippedItems:             slices.Clone(res.State.Skipped), SkippedCount: res.State.SkippedCount,
 	}

@@ -22,6 +22,9 @@ type Plan struct {
 	// Snapshots are the native volume snapshots to delete, in the order of
 	// the backup's snapshots file.
 	Snapshots []SnapshotPlan `json:"snapshots"`
+	// PodVolumeSnapshots are the kopia snapshots of pod volumes to forget,
+	// in the order Run forgets them.
+	PodVolumeSnapshots []PodVolumeSnapshotPlan `json:"podVolumeSnapshots"`
 	// Restores are the Restores of the backup, by name, with their keys.
 	Restores []RestorePlan `json:"restores"`
 	// BackupKeys are the keys under backups/<name>/, in deletion order:
@@ -60,7 +63,7 @@ type RestorePlan struct {
 // plan of a big backup holds every matching item: it is meant for showing,
 // while Run streams.
 func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupStore) (*Plan, error) {
-	p := &Plan{Backup: b.Name, Actions: []ActionPlan{}, Snapshots: []SnapshotPlan{}, Restores: []RestorePlan{}, BackupKeys: []string{}}
+	p := &Plan{Backup: b.Name, Actions: []ActionPlan{}, Snapshots: []SnapshotPlan{}, PodVolumeSnapshots: []PodVolumeSnapshotPlan{}, Restores: []RestorePlan{}, BackupKeys: []string{}}
 	if store == nil {
 		p.Warnings = append(p.Warnings, "the backup records no storage location: there is no tarball, no snapshot record and no key to delete")
 	}
@@ -130,6 +133,13 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 			sp.Provider = provider
 			p.Snapshots = append(p.Snapshots, sp)
 		}
+	}
+	if stored != nil {
+		w, err := e.podVolumeSnapshots(ctx, stored, b)
+		if err != nil {
+			return nil, err
+		}
+		p.PodVolumeSnapshots = append(p.PodVolumeSnapshots, w.snaps...)
 	}
 	if e.Cluster != nil {
 		names, err := e.Cluster.Restores(ctx, b.Name)

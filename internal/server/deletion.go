@@ -15,20 +15,24 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/deletion"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
 )
 
 // newDeletionReconciler builds the DeleteBackupRequest controller and its
 // engine.
 func newDeletionReconciler(mgr ctrl.Manager, acc *cluster.Access, opts Options, plugins *pluginhost.Host,
-	resolver *locations.Resolver, rec events.EventRecorder, log *slog.Logger) *controller.DeleteBackupRequestReconciler {
+	resolver *locations.Resolver, forgetter podvolume.Forgetter, rec events.EventRecorder, log *slog.Logger) *controller.DeleteBackupRequestReconciler {
+	apiCluster := &deletion.APICluster{Access: acc, Namespace: opts.Namespace, Locations: resolver}
 	engine := &deletion.Engine{
-		Plugins:  plugins,
-		Cluster:  &deletion.APICluster{Access: acc, Namespace: opts.Namespace, Locations: resolver},
-		Resolver: discoveryResolver(acc.Discovery),
-		Workers:  opts.DeleteItemActionWorkers,
-		Limits:   opts.ArchiveLimits,
-		Log:      log.With("component", "deletion"),
+		Plugins:    plugins,
+		Cluster:    apiCluster,
+		PodVolumes: apiCluster,
+		Forgetter:  forgetter,
+		Resolver:   discoveryResolver(acc.Discovery),
+		Workers:    opts.DeleteItemActionWorkers,
+		Limits:     opts.ArchiveLimits,
+		Log:        log.With("component", "deletion"),
 	}
 	return &controller.DeleteBackupRequestReconciler{
 		Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Engine: engine,

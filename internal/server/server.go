@@ -34,6 +34,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/metrics"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume/kopiapath"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 	"github.com/lifeboat-io/lifeboat/internal/storage/builtinplugin"
@@ -200,7 +201,6 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Log: log.With("controller", "downloadrequest"),
 		},
 	}
-	reconcilers = append(reconcilers, newDeletionReconciler(mgr, acc, opts, plugins, resolver, events, log))
 	// File-system backup repositories: kept open (per location and volume
 	// namespace) for the server's life, closed before the work directory
 	// holding their caches is removed.
@@ -215,6 +215,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			log.Warn("closing file-system backup repositories", "error", err)
 		}
 	}()
+	// Deleting a backup forgets its pod volume snapshots in these
+	// repositories.
+	forgetter := &kopiapath.DataPath{Repositories: repos, Log: log.With("component", "deletion")}
+	reconcilers = append(reconcilers, newDeletionReconciler(mgr, acc, opts, plugins, resolver, forgetter, events, log))
 	reconcilers = append(reconcilers, &controller.BackupRepositoryReconciler{
 		Client: mgr.GetClient(), Repositories: repos,
 		EnsurePassword: func(ctx context.Context) error {

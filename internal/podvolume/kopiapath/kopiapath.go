@@ -368,6 +368,12 @@ func (d *DataPath) Forget(ctx context.Context, r podvolume.Repository, snapshotI
 		return err
 	}
 	defer release()
+	// The repository may have been open since before another process (the
+	// node agent) wrote the snapshot; kopia deletes only manifests it
+	// knows, silently, so its view is brought up to date first.
+	if err := rep.Refresh(ctx); err != nil {
+		return fmt.Errorf("refreshing the repository before forgetting snapshot %s: %w", snapshotID, err)
+	}
 	err = repo.WriteSession(ctx, rep, repo.WriteSessionOptions{Purpose: "forget"}, func(ctx context.Context, w repo.RepositoryWriter) error {
 		return w.DeleteManifest(ctx, manifest.ID(snapshotID))
 	})

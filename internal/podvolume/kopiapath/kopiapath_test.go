@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -485,4 +486,40 @@ func TestRepositoryConnectionReuse(t *testing.T) {
 		t.Errorf("old connection after the spec change: %v", err)
 	}
 	rel1()
+}
+
+// A server keeps its repositories open; the node agent, another process,
+// writes snapshots into them afterwards. Forgetting one of those through
+// the server's long-open repository must still delete it: a stale view
+// would make the deletion a silent no-op.
+func TestForgetASnapshotAnotherProcessWrote(t *testing.T) {
+	bsl, _ := filesystemLocation(t)
+	c := passwordClient(t, repository.DefaultPassword)
+	server := newFixture(t, bsl, nil, c)
+	_, release, err := server.mgr.Open(t.Context(), server.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	agent := newFixture(t, bsl, nil, c)
+	res, err := agent.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: agent.repo, Path: volume(t), Tags: tags("b1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.dp.Forget(t.Context(), server.repo, res.SnapshotID); err != nil {
+		t.Fatalf("Forget: %v", err)
+	}
+	fresh := newFixture(t, bsl, nil, c)
+	rep, release, err := fresh.mgr.Open(t.Context(), fresh.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	ids, err := snapshot.ListSnapshotManifests(t.Context(), rep, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(ids, manifestID(res.SnapshotID)) {
+		t.Errorf("snapshot %s is still in the repository after Forget", res.SnapshotID)
+	}
 }
