@@ -81,7 +81,7 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 	if req.Path == "" {
 		return podvolume.BackupResult{}, errors.New("backup: the volume's path is empty")
 	}
-	rep, release, err := d.Repositories.Open(ctx, req.Repository)
+	rep, release, err := d.open(ctx, req.Repository)
 	if err != nil {
 		return podvolume.BackupResult{}, err
 	}
@@ -279,7 +279,7 @@ func (d *DataPath) Restore(ctx context.Context, req podvolume.RestoreRequest) (i
 	if req.SnapshotID == "" {
 		return 0, errors.New("restore: no snapshot ID")
 	}
-	rep, release, err := d.Repositories.Open(ctx, req.Repository)
+	rep, release, err := d.open(ctx, req.Repository)
 	if err != nil {
 		return 0, err
 	}
@@ -363,17 +363,11 @@ func (d *DataPath) Forget(ctx context.Context, r podvolume.Repository, snapshotI
 	if snapshotID == "" {
 		return nil
 	}
-	rep, release, err := d.Repositories.Open(ctx, r)
+	rep, release, err := d.open(ctx, r)
 	if err != nil {
 		return err
 	}
 	defer release()
-	// The repository may have been open since before another process (the
-	// node agent) wrote the snapshot; kopia deletes only manifests it
-	// knows, silently, so its view is brought up to date first.
-	if err := rep.Refresh(ctx); err != nil {
-		return fmt.Errorf("refreshing the repository before forgetting snapshot %s: %w", snapshotID, err)
-	}
 	err = repo.WriteSession(ctx, rep, repo.WriteSessionOptions{Purpose: "forget"}, func(ctx context.Context, w repo.RepositoryWriter) error {
 		return w.DeleteManifest(ctx, manifest.ID(snapshotID))
 	})
@@ -382,6 +376,24 @@ func (d *DataPath) Forget(ctx context.Context, r podvolume.Repository, snapshotI
 	}
 	d.log().Info("snapshot forgotten", "snapshot", snapshotID, "volumeNamespace", r.VolumeNamespace, "location", r.Location.Name)
 	return nil
+}
+
+// open opens a repository with its view brought up to date. Repositories
+// stay open for the process's life, and another process may have written
+// or removed snapshots since (the node agent of another node, the
+// server): kopia reads manifests from its own view, so without a refresh
+// a restore would not find a newer snapshot, a backup would miss its
+// parent, and a forget would silently skip a manifest it does not know.
+func (d *DataPath) open(ctx context.Context, r podvolume.Repository) (repo.Repository, func(), error) {
+	rep, release, err := d.Repositories.Open(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := rep.Refresh(ctx); err != nil {
+		release()
+		return nil, nil, fmt.Errorf("refreshing the repository of namespace %s in location %s: %w", r.VolumeNamespace, r.Location.Name, err)
+	}
+	return rep, release, nil
 }
 
 func (d *DataPath) log() *slog.Logger {

@@ -523,3 +523,46 @@ func TestForgetASnapshotAnotherProcessWrote(t *testing.T) {
 		t.Errorf("snapshot %s is still in the repository after Forget", res.SnapshotID)
 	}
 }
+
+// The node agent of one node keeps its repositories open while the node
+// agent of another writes snapshots into them: restoring such a snapshot,
+// and finding it as the parent of the next backup, must see it.
+func TestRestoreAndParentOfASnapshotAnotherProcessWrote(t *testing.T) {
+	bsl, _ := filesystemLocation(t)
+	c := passwordClient(t, repository.DefaultPassword)
+	nodeB := newFixture(t, bsl, nil, c)
+	_, release, err := nodeB.mgr.Open(t.Context(), nodeB.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	nodeA := newFixture(t, bsl, nil, c)
+	src := volume(t)
+	res, err := nodeA.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: nodeA.repo, Path: src, Tags: tags("b1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dst := t.TempDir()
+	if _, err := nodeB.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: nodeB.repo, SnapshotID: res.SnapshotID, Path: dst}); err != nil {
+		t.Fatalf("restoring another process's snapshot through a long-open repository: %v", err)
+	}
+	compareTrees(t, tree(t, src), tree(t, dst))
+
+	res2, err := nodeB.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: nodeB.repo, Path: src, Tags: tags("b2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, release, err := nodeB.mgr.Open(t.Context(), nodeB.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	man, err := snapshot.LoadSnapshot(t.Context(), rep, manifestID(res2.SnapshotID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.Stats.NonCachedFiles != 0 {
+		t.Errorf("second backup read %d files again: it missed the other process's snapshot as its parent", man.Stats.NonCachedFiles)
+	}
+}
