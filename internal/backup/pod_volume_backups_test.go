@@ -330,3 +330,63 @@ func TestPodVolumeBackupFailedOrTimedOut(t *testing.T) {
 		}
 	})
 }
+
+// phaseAtExec records, when a hook runs, the phases of the backup's
+// PodVolumeBackups.
+type phaseAtExec struct {
+	c      crclient.Client
+	uid    types.UID
+	mu     sync.Mutex
+	phases []string
+}
+
+func (e *phaseAtExec) Exec(ctx context.Context, _, _, _ string, cmd []string) (string, string, error) {
+	var list v1.PodVolumeBackupList
+	if err := e.c.List(ctx, &list, crclient.InNamespace("velero"), crclient.MatchingLabels{v1.BackupUIDLabel: string(e.uid)}); err != nil {
+		return "", "", err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ps []string
+	for _, p := range list.Items {
+		ps = append(ps, p.Spec.Volume+"="+string(p.Status.Phase))
+	}
+	slices.Sort(ps)
+	e.phases = append(e.phases, strings.Join(cmd, " ")+": "+strings.Join(ps, ","))
+	return "", "", nil
+}
+
+// TestPostHooksWaitForPodVolumeBackups: as in Velero, a pod's post hooks
+// run once its PodVolumeBackups ended, its pre hooks before they exist.
+func TestPostHooksWaitForPodVolumeBackups(t *testing.T) {
+	f := newFixture(t, 0)
+	podVolumeSetup(t, f)
+	c := f.engine.Client
+	pod := &corev1.Pod{}
+	if err := c.Get(context.Background(), crclient.ObjectKey{Namespace: f.ns, Name: "web"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations = map[string]string{"pre.hook.backup.velero.io/command": `["freeze"]`, "post.hook.backup.velero.io/command": `["thaw"]`}
+	if err := c.Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	f.engine.Repositories = &readyRepos{}
+	f.engine.podVolumePoll = 50 * time.Millisecond
+	b := fsBackup(f, "hooked")
+	ex := &phaseAtExec{c: c, uid: b.UID}
+	f.engine.Hooks = ex
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fakeNodeAgent(ctx, t, c, b.UID, func(string) (v1.PodVolumePhase, string) {
+		time.Sleep(200 * time.Millisecond) // the hooks must wait for this
+		return v1.PodVolumePhaseCompleted, ""
+	})
+	out := f.engine.Run(ctx, b, f.store, nil)
+	if out.Phase != v1.BackupPhaseCompleted {
+		t.Fatalf("outcome %+v, want Completed", out)
+	}
+	want := []string{"freeze: ", "thaw: cache=Completed,data=Completed"}
+	if !slices.Equal(ex.phases, want) {
+		t.Errorf("hooks ran with the pod volume backups at %q, want %q", ex.phases, want)
+	}
+}
