@@ -54,9 +54,9 @@ type installOptions struct {
 	// fsBackupTimeout is Velero's --pod-volume-operation-timeout: the
 	// server's --fs-backup-timeout when set.
 	fsBackupTimeout time.Duration
-	restoreRBAC    bool
-	crdsOnly       bool
-	noServer       bool
+	restoreRBAC     bool
+	crdsOnly        bool
+	noServer        bool
 
 	useNodeAgent      bool
 	kubeletRootDir    string
