@@ -57,6 +57,14 @@ type Engine struct {
 	SnapshotLocations SnapshotLocations
 	// Hooks runs backup hooks' commands in pods; nil fails every hook.
 	Hooks hooks.Executor
+	// Repositories gets the file-system backup repositories ready; nil
+	// leaves fs-backup volumes out with a warning.
+	Repositories RepositoryEnsurer
+	// FSBackupTimeout bounds the wait for a backup's PodVolumeBackups
+	// (Velero's --fs-backup-timeout); 0 is DefaultFSBackupTimeout.
+	FSBackupTimeout time.Duration
+	// podVolumePoll is how often PodVolumeBackups are looked at; 0 is 2s.
+	podVolumePoll time.Duration
 }
 
 // SnapshotLocations opens a VolumeSnapshotLocation for use: the
@@ -171,6 +179,8 @@ type run struct {
 	volumes     *storedVolumes
 	volumeInfos []volumefiles.BackupVolumeInfo
 	snapshots   []volumefiles.Snapshot
+	// podVolumeBackups are the backup's PodVolumeBackups as they ended.
+	podVolumeBackups []v1.PodVolumeBackup
 
 	// hookRules are the spec's resource hooks; hooksAttempted and
 	// hooksFailed count the hooks run; deferredPost are the post hooks
@@ -444,7 +454,12 @@ func (r *run) finish(ctx context.Context, out Outcome, res results.Results) erro
 			return r.store.PutItemOperations(ctx, name, ops)
 		}},
 		{"volume snapshots", func() error { return r.store.PutVolumeSnapshots(ctx, name, r.snapshots) }},
-		{"pod volume backups", func() error { return r.store.PutPodVolumeBackups(ctx, name, nil) }},
+		{"pod volume backups", func() error {
+			if len(r.podVolumeBackups) == 0 {
+				return r.store.PutPodVolumeBackups(ctx, name, nil)
+			}
+			return r.store.PutPodVolumeBackups(ctx, name, r.podVolumeBackups)
+		}},
 		{"CSI volume snapshot classes", func() error {
 			// Velero's list of the classes its CSI snapshots used.
 			if len(r.csi.classes) == 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
+	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
 
 // podHooks are a listed pod's hooks.
@@ -86,7 +87,8 @@ func (r *run) writeHookedPod(ctx context.Context, aw *archive.Writer, rt resourc
 	}
 	switch {
 	case len(ph.post) == 0:
-	case usesClaims(ph.pod) && !r.podVolumesDone(ctx, ph.pod):
+	case usesClaims(ph.pod) && !r.podVolumesDone(ctx, ph.pod), r.mayFSBackup(ph.pod):
+		// As Velero's, a pod's post hooks wait for its PodVolumeBackups.
 		r.deferredPost = append(r.deferredPost, ph)
 	default:
 		r.runPodHooks(ctx, ph, hooks.PhasePost)
@@ -100,6 +102,26 @@ func (r *run) runDeferredPostHooks(ctx context.Context) {
 		r.runPodHooks(ctx, ph, hooks.PhasePost)
 	}
 	r.deferredPost = nil
+}
+
+// mayFSBackup reports whether fs-backup may copy a volume of the pod: one
+// selected by its annotations or defaultVolumesToFsBackup, or any that
+// fs-backup can copy when volume policies (which may choose fs-backup)
+// apply. Its post hooks then wait for the PodVolumeBackups, created in the
+// volume step after the archive.
+func (r *run) mayFSBackup(pod *corev1.Pod) bool {
+	spec := &r.b.Spec
+	def := (spec.DefaultVolumesToFsBackup != nil && *spec.DefaultVolumesToFsBackup) || (spec.DefaultVolumesToRestic != nil && *spec.DefaultVolumesToRestic)
+	for i := range pod.Spec.Volumes {
+		vol := &pod.Spec.Volumes[i]
+		if volumehelper.NeverFSBackedUpReason(vol, false) != "" {
+			continue
+		}
+		if spec.ResourcePolicy != nil || volumehelper.FSBackupSelection(pod.Annotations, vol.Name, def) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // usesClaims reports whether a pod mounts persistent volume claims, its

@@ -37,7 +37,7 @@ func Validate(spec *v1.BackupSpec) []string {
 		unsupported("spec.datamover", "there is no data mover")
 	}
 	if spec.UploaderConfig != nil && *spec.UploaderConfig != (v1.UploaderConfigForBackup{}) {
-		unsupported("spec.uploaderConfig", "there is no file-system uploader")
+		unsupported("spec.uploaderConfig", "the node agent's uploader takes no settings (it reads files in parallel up to the node's CPUs)")
 	}
 	if spec.VolumeGroupSnapshotLabelKey != "" {
 		unsupported("spec.volumeGroupSnapshotLabelKey", "volume group snapshots are not taken")

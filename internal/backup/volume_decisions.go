@@ -237,9 +237,10 @@ func (s *storedVolumes) items() []*volumeItem {
 }
 
 // decideVolumes takes every stored volume's decision and carries it out:
-// snapshots through the locations' VolumeSnapshotters, warnings for what
-// Lifeboat cannot do (fs-backup) or what nobody did (an unclaimed custom
-// action). It fills r.snapshots and r.volumeInfos.
+// snapshots through the locations' VolumeSnapshotters, PodVolumeBackups
+// for fs-backup (waited for), warnings for what nobody did (an unclaimed
+// custom action). It fills r.snapshots, r.podVolumeBackups and
+// r.volumeInfos.
 func (r *run) decideVolumes(ctx context.Context) error {
 	items := r.volumes.items()
 	if len(items) == 0 {
@@ -256,12 +257,13 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	claimers := r.volumes.claimers()
 	infos := make([]volumefiles.BackupVolumeInfo, len(items))
 	snaps := make([]*volumefiles.Snapshot, len(items))
+	targets := make([]*podVolumeRef, len(items))
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(volumeWorkers, len(items)) {
 		wg.Go(func() {
 			for i := range work {
-				infos[i], snaps[i] = r.decideVolume(ctx, helper, locs, claimers, items[i])
+				infos[i], snaps[i], targets[i] = r.decideVolume(ctx, helper, locs, claimers, items[i])
 			}
 		})
 	}
@@ -270,6 +272,7 @@ func (r *run) decideVolumes(ctx context.Context) error {
 	}
 	close(work)
 	wg.Wait()
+	r.backupPodVolumes(ctx, targets, infos)
 	r.volumeInfos = infos
 	for _, s := range snaps {
 		if s != nil {
@@ -287,8 +290,28 @@ func (r *run) decideVolumes(ctx context.Context) error {
 
 // decideVolume decides one volume and carries the decision out. Failures
 // are recorded on the backup (a failed snapshot is an error, a decision
-// Lifeboat cannot carry out a warning) and in the volume's info.
-func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, locs []*snapshotLocation, claimers map[string]bool, v *volumeItem) (volumefiles.BackupVolumeInfo, *volumefiles.Snapshot) {
+// Lifeboat cannot carry out a warning) and in the volume's info. A volume
+// decided fs-backup returns the pod volume that copies it, for
+// backupPodVolumes.
+func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, locs []*snapshotLocation, claimers map[string]bool, v *volumeItem) (volumefiles.BackupVolumeInfo, *volumefiles.Snapshot, *podVolumeRef) {
+	info, snap := r.decideVolumeAction(ctx, h, locs, claimers, v)
+	if info.Decision == nil || info.Decision.Action != string(policy.FSBackup) || info.Skipped {
+		return info, snap, nil
+	}
+	d, err := r.decision(h, v)
+	if err != nil {
+		return info, snap, nil
+	}
+	t, err := r.fsTarget(ctx, v, d)
+	if err != nil {
+		r.results.Warning(v.namespace(), fmt.Sprintf("%s: %v", v, err))
+		info.Skipped, info.SkippedReason = true, err.Error()
+		return info, snap, nil
+	}
+	return info, snap, &t
+}
+
+func (r *run) decideVolumeAction(ctx context.Context, h volumehelper.VolumeHelper, locs []*snapshotLocation, claimers map[string]bool, v *volumeItem) (volumefiles.BackupVolumeInfo, *volumefiles.Snapshot) {
 	info := volumefiles.BackupVolumeInfo{}
 	if v.pvc != nil {
 		info.PVCName, info.PVCNamespace = v.pvc.Name, v.pvc.Namespace
@@ -328,9 +351,8 @@ func (r *run) decideVolume(ctx context.Context, h volumehelper.VolumeHelper, loc
 		}
 		return r.snapshot(ctx, locs, v, d, info)
 	case policy.FSBackup:
-		why := "fs-backup was chosen, but Lifeboat has no file-system data mover (node agent) yet: the volume's data is not in this backup"
-		r.results.Warning(v.namespace(), fmt.Sprintf("%s: %s", v, why))
-		skip(why)
+		// Carried out by backupPodVolumes, all the backup's pod volumes
+		// together, a pod's repository made ready once.
 	case policy.Custom:
 		if by := r.volumes.claimedBy(v); by != "" {
 			info.Decision.ClaimedBy = by

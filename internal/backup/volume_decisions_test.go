@@ -311,7 +311,7 @@ func TestVolumeDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	warnings := strings.Join(res.Warnings.Namespaces[f.ns], "\n")
-	for _, w := range []string{"custom-b", "custom action not handled: no backup item action applies", "web:cache", "no file-system data mover"} {
+	for _, w := range []string{"custom-b", "custom action not handled: no backup item action applies", "web:cache", "fs-backup reads a running pod's volumes"} {
 		if !strings.Contains(warnings, w) {
 			t.Errorf("warnings %q do not mention %q", warnings, w)
 		}

@@ -141,7 +141,7 @@ func (o *backupSpecFlags) bind(fl *pflag.FlagSet, target string) {
 	fl.Lookup("snapshot-volumes").NoOptDefVal = "true"
 	fl.StringSliceVar(&o.snapshotLocations, "volume-snapshot-locations", nil, "VolumeSnapshotLocations to take native snapshots in, comma-separated, at most one per provider (default: the only location of each provider)")
 	fl.StringVar(&o.resourcePolicy, "resource-policies-configmap", "", "ConfigMap (in the server's namespace) holding the resource policy: each volume's action, include/exclude and fine-grained filters")
-	fl.Var(&o.defaultVolumesToFS, "default-volumes-to-fs-backup", "choose fs-backup for every pod volume not opted out (recorded, with a warning: Lifeboat has no file-system data mover yet)")
+	fl.Var(&o.defaultVolumesToFS, "default-volumes-to-fs-backup", "choose fs-backup for every pod volume not opted out: the node agent copies its files (needs `lifeboat install --use-node-agent`, see docs/fs-backup.md)")
 	fl.Lookup("default-volumes-to-fs-backup").NoOptDefVal = "true"
 	fl.StringToStringVar(&o.labels, "labels", nil, "labels for "+target+", as key=value,key=value")
 	scoped := " (cannot be combined with --include-resources, --exclude-resources or --include-cluster-resources)"

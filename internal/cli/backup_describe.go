@@ -41,6 +41,8 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 			"With --details it also lists every backed-up resource, read from the backup's resource list\n"+
 			"through the server, and every volume with the action taken (snapshot, fs-backup, skip, custom),\n"+
 			"the volume policy rule or fallback that chose it, and the outcome.\n"+
+			"Its pod volume backups (file-system backup by the node agent) are counted by phase; with\n"+
+			"--details each pod's volumes are listed by phase with their size and the time taken.\n"+
 			"-o json|yaml prints the same as a BackupDescription: the backup's metadata, phase, spec and\n"+
 			"status, resourceList and volumes (--details) and deleteBackupRequests.",
 		func(ctx context.Context, c client.Client, w io.Writer, b *v1.Backup) error {
@@ -55,6 +57,9 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 				if err := describeVolumes(w, vols); err != nil {
 					return err
 				}
+			}
+			if err := describePodVolumeBackups(ctx, c, w, b, details); err != nil {
+				return err
 			}
 			return f.describeDeletions(ctx, c, w, b)
 		},

@@ -101,6 +101,10 @@ func volumeOutcome(in *volumefiles.BackupVolumeInfo) string {
 		return "snapshot " + in.NativeSnapshotInfo.SnapshotHandle
 	case in.CSISnapshotInfo != nil && in.Result == volumefiles.ResultSucceeded:
 		return csiOutcome(in.CSISnapshotInfo)
+	case in.BackupMethod == volumefiles.PodVolumeBackup && in.PVBInfo != nil && in.Result == volumefiles.ResultSucceeded:
+		return fmt.Sprintf("pod volume backup %s (node %s, %d bytes)", valueOr(in.PVBInfo.SnapshotHandle, "<empty volume, no snapshot>"), valueOr(in.PVBInfo.NodeName, none), in.PVBInfo.Size)
+	case in.BackupMethod == volumefiles.PodVolumeBackup && in.PVBInfo != nil && in.Result == volumefiles.ResultFailed:
+		return "pod volume backup " + valueOr(in.PVBInfo.Phase, "failed") + ": see the backup's errors"
 	case in.Result == volumefiles.ResultFailed:
 		return "failed: " + valueOr(in.SkippedReason, "see the backup's errors")
 	case in.Skipped:

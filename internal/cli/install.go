@@ -51,9 +51,12 @@ type installOptions struct {
 	podLabels      map[string]string
 	saAnnotations  map[string]string
 	serverArgs     []string
-	restoreRBAC    bool
-	crdsOnly       bool
-	noServer       bool
+	// fsBackupTimeout is Velero's --pod-volume-operation-timeout: the
+	// server's --fs-backup-timeout when set.
+	fsBackupTimeout time.Duration
+	restoreRBAC     bool
+	crdsOnly        bool
+	noServer        bool
 
 	useNodeAgent      bool
 	kubeletRootDir    string
@@ -156,6 +159,7 @@ func newInstallCommand(f *Factory) *cobra.Command {
 	fl.StringToStringVar(&o.podAnnotations, "pod-annotations", nil, "annotations added to the server's pod, as key=value,key=value")
 	fl.StringToStringVar(&o.podLabels, "pod-labels", nil, "labels added to the server's pod, as key=value,key=value")
 	fl.StringToStringVar(&o.saAnnotations, "sa-annotations", nil, "annotations of the service account velero, e.g. a cloud identity (eks.amazonaws.com/role-arn=...)")
+	fl.DurationVar(&o.fsBackupTimeout, "pod-volume-operation-timeout", 0, "how long a backup waits for its pod volume backups: the server's --fs-backup-timeout (unset: the server's default, 4h)")
 	fl.StringArrayVar(&o.serverArgs, "server-arg", nil, "extra argument of `lifeboat server` in the pod, repeatable, e.g. --server-arg=--backup-finalizer")
 	fl.BoolVar(&o.restoreRBAC, "restore-rbac", true, "grant the server bind and escalate on roles and clusterroles, without which restores of RBAC objects that grant more than the server holds are refused (see docs/install.md)")
 	fl.BoolVar(&o.useNodeAgent, "use-node-agent", false, "also run the node agent (DaemonSet node-agent, `lifeboat node-agent` on every node) for file-system backup of pod volumes (see docs/fs-backup.md)")
@@ -181,6 +185,9 @@ func (o *installOptions) validate() error {
 	}
 	if o.crdsOnly && (o.provider != "" || o.useFilesystem != "" || o.secretFile != "" || len(o.plugins) > 0) {
 		return errors.New("--crds-only installs the CRDs alone: drop --provider, --use-filesystem, --secret-file and --plugins")
+	}
+	if o.fsBackupTimeout < 0 {
+		return fmt.Errorf("--pod-volume-operation-timeout %s: must not be negative", o.fsBackupTimeout)
 	}
 	if (o.noServer || o.crdsOnly) && o.useNodeAgent {
 		return errors.New("--use-node-agent needs the server's Deployment: the node agent runs in the cluster next to it; drop --no-server or --crds-only")
@@ -241,7 +248,7 @@ func (o *installOptions) installOptions(namespace string) (install.Options, erro
 		Image:                     o.image,
 		ImagePullPolicy:           corev1.PullPolicy(o.pullPolicy),
 		Plugins:                   o.plugins,
-		ServerArgs:                o.serverArgs,
+		ServerArgs:                o.serverArguments(),
 		PodAnnotations:            o.podAnnotations,
 		PodLabels:                 o.podLabels,
 		ServiceAccountAnnotations: o.saAnnotations,
@@ -642,4 +649,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// serverArguments are the --server-arg values, after the server flags
+// install sets itself (Velero's way: only those given).
+func (o *installOptions) serverArguments() []string {
+	if o.fsBackupTimeout <= 0 {
+		return o.serverArgs
+	}
+	return append([]string{"--fs-backup-timeout=" + o.fsBackupTimeout.String()}, o.serverArgs...)
 }

@@ -200,7 +200,8 @@ func TestInstallCRDsOnly(t *testing.T) {
 func TestInstallDeploymentFromFlags(t *testing.T) {
 	out, _, err := run(t, newTestFactory(nil), "install", "-n", "bk", "--dry-run", "--use-filesystem", "/srv/backups",
 		"--image", "example.com/lb:v9", "--image-pull-policy", "Always", "--plugins", "velero/velero-plugin-for-aws:v1.12.0,example.com/x/y:1",
-		"--velero-pod-cpu-request", "250m", "--velero-pod-mem-limit", "0", "--server-arg=--backup-finalizer", "--restore-rbac=false")
+		"--velero-pod-cpu-request", "250m", "--velero-pod-mem-limit", "0", "--server-arg=--backup-finalizer", "--restore-rbac=false",
+		"--pod-volume-operation-timeout", "90m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,8 @@ func TestInstallDeploymentFromFlags(t *testing.T) {
 	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		t.Errorf("memory limit 0 should set none: %v", c.Resources.Limits)
 	}
-	if !slices.Contains(c.Args, "--backup-finalizer") || !slices.Contains(c.Args, "--namespace=$(VELERO_NAMESPACE)") {
+	if !slices.Contains(c.Args, "--backup-finalizer") || !slices.Contains(c.Args, "--namespace=$(VELERO_NAMESPACE)") ||
+		!slices.Contains(c.Args, "--fs-backup-timeout=1h30m0s") {
 		t.Errorf("args %v", c.Args)
 	}
 	var inits []string

@@ -63,6 +63,7 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.IntVar(&opts.ListWorkers, "list-workers", opts.ListWorkers, "concurrent LIST calls while a backup collects items")
 	fl.DurationVar(&opts.BackupSyncPeriod, "backup-sync-period", opts.BackupSyncPeriod, "how often backups in storage locations are synced into the cluster when a location sets no backupSyncPeriod (0 disables)")
 	fl.DurationVar(&opts.ItemOperationSyncFrequency, "item-operation-sync-frequency", opts.ItemOperationSyncFrequency, "how often asynchronous plugin operations are polled")
+	fl.DurationVar(&opts.FSBackupTimeout, "fs-backup-timeout", opts.FSBackupTimeout, "how long a backup waits for its pod volume backups (file-system backup by the node agent); those not ended then are cancelled and the backup ends PartiallyFailed")
 	fl.IntVar(&opts.DeleteItemActionWorkers, "delete-item-action-workers", opts.DeleteItemActionWorkers, "concurrent DeleteItemAction calls while a backup is deleted")
 	fl.IntVar(&opts.DeletionMaxAttempts, "deletion-max-attempts", opts.DeletionMaxAttempts, "attempts at a backup deletion before its request ends Failed")
 	fl.DurationVar(&opts.DeletionRetryBase, "deletion-retry-base", opts.DeletionRetryBase, "wait after a failed deletion attempt; doubles after each further one (at most 1h)")

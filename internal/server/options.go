@@ -43,6 +43,9 @@ type Options struct {
 	// ItemOperationSyncFrequency is how often asynchronous plugin
 	// operations are polled.
 	ItemOperationSyncFrequency time.Duration
+	// FSBackupTimeout bounds how long a backup waits for its
+	// PodVolumeBackups (Velero's --fs-backup-timeout).
+	FSBackupTimeout time.Duration
 	// DeleteItemActionWorkers bounds concurrent DeleteItemAction calls
 	// while one backup is deleted.
 	DeleteItemActionWorkers int
@@ -150,6 +153,7 @@ func DefaultOptions() Options {
 		PluginMaxMessageSize:         pluginhost.DefaultMaxMessageSize,
 		PluginIdleTimeout:            pluginhost.DefaultIdleTimeout,
 		ItemOperationSyncFrequency:   10 * time.Second,
+		FSBackupTimeout:              4 * time.Hour,
 		DeleteItemActionWorkers:      8,
 		DeletionMaxAttempts:          5,
 		DeletionRetryBase:            30 * time.Second,

@@ -215,6 +215,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			log.Warn("closing file-system backup repositories", "error", err)
 		}
 	}()
+	// Backups hand fs-backup volumes to the node agent once the volume
+	// namespace's repository is ready.
+	engine.Repositories = &repository.Ensurer{Client: mgr.GetClient(), Namespace: opts.Namespace}
+	engine.FSBackupTimeout = opts.FSBackupTimeout
 	// Deleting a backup forgets its pod volume snapshots in these
 	// repositories.
 	forgetter := &kopiapath.DataPath{Repositories: repos, Log: log.With("component", "deletion")}

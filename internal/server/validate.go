@@ -64,6 +64,7 @@ func (o Options) Validate() error {
 	notNegative("store-validation-frequency", o.StoreValidationFrequency, "turns periodic checks off")
 	notNegative("backup-sync-period", o.BackupSyncPeriod, "turns the sync off")
 	positive("item-operation-sync-frequency", o.ItemOperationSyncFrequency, "10s")
+	positive("fs-backup-timeout", o.FSBackupTimeout, "4h")
 	positive("deletion-retry-base", o.DeletionRetryBase, "30s")
 	positive("plugin-idle-timeout", o.PluginIdleTimeout, "5m")
 	if o.ClientQPS == 0 || o.ClientQPS < -1 {

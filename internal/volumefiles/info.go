@@ -77,11 +77,22 @@ type CSISnapshotInfo struct {
 	VolumeSnapshot string `json:"volumeSnapshot,omitempty"`
 }
 
-// PodVolumeInfo names a pod's volume.
+// PodVolumeInfo names a pod's volume and, for a volume copied by a
+// PodVolumeBackup, what it became (Velero's fields).
 type PodVolumeInfo struct {
-	VolumeName   string `json:"volumeName"`
-	PodName      string `json:"podName"`
-	PodNamespace string `json:"podNamespace"`
+	// SnapshotHandle is the kopia snapshot's ID.
+	SnapshotHandle string `json:"snapshotHandle,omitempty"`
+	// Size is the volume's bytes; IncrementalSize those read anew.
+	Size            int64  `json:"size,omitempty"`
+	IncrementalSize int64  `json:"incrementalSize,omitempty"`
+	UploaderType    string `json:"uploaderType"`
+	VolumeName      string `json:"volumeName"`
+	PodName         string `json:"podName"`
+	PodNamespace    string `json:"podNamespace"`
+	// NodeName is the node whose agent copied the volume.
+	NodeName string `json:"nodeName,omitempty"`
+	// Phase is the PodVolumeBackup's; Velero's field has no JSON name.
+	Phase string
 }
 
 // PVInfo keeps what a restore needs to recreate the PV as it was.

@@ -204,7 +204,7 @@ func TestVolumePoliciesWithCustomActionsAndSnapshots(t *testing.T) {
 	for _, w := range []string{
 		"pvc " + ns + "/orphan", "custom (handler=example.io/not-installed)", "custom action not handled",
 		"left to backup item action(s) compat.example.io/custom-volume",
-		"pod " + ns + "/web:cache", "no file-system data mover",
+		"pod " + ns + "/web:cache", "fs-backup reads a running pod's volumes",
 		"volume policy 4", "fallback: snapshotVolumes (unset, so true)", "handled by plugin " + customVolumeB,
 	} {
 		if !strings.Contains(logs, w) {
