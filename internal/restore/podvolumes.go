@@ -222,6 +222,9 @@ func (r *run) addRestoreWait(ctx context.Context, obj *unstructured.Unstructured
 		return unstructured.SetNestedSlice(obj.Object, kept, "spec", "initContainers")
 	}
 	image, command := r.restoreHelper(ctx)
+	if image == "" {
+		return errors.New("its volumes are restored from file-system backups, and the server has no image for the restore-wait init container (set the server's --restore-helper-image; lifeboat install sets it)")
+	}
 	names := make([]string, len(volumes))
 	for i, v := range volumes {
 		names[i] = v.volume

@@ -215,6 +215,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			log.Warn("closing file-system backup repositories", "error", err)
 		}
 	}()
+	// File-system restores: repositories made ready through their
+	// BackupRepository objects, PodVolumeRestores left to the node agent.
+	restoreEngine.PodVolumes = &restore.PodVolumeOptions{
+		Repositories: &repository.Ensurer{Client: mgr.GetClient(), Namespace: opts.Namespace},
+		Image:        opts.RestoreHelperImage,
+	}
 	reconcilers = append(reconcilers, &controller.BackupRepositoryReconciler{
 		Client: mgr.GetClient(), Repositories: repos,
 		EnsurePassword: func(ctx context.Context) error {
