@@ -133,12 +133,10 @@ func (r *run) podVolumesOf(ns, name string, pod *unstructured.Unstructured) []po
 		if uploader == "" {
 			uploader = "kopia"
 		}
-		location := p.Spec.BackupStorageLocation
-		if location == "" {
-			location = r.b.Spec.StorageLocation
-		}
+		// The backup's location, as Velero uses, never one the (untrusted)
+		// file names: the data is read from where the backup is.
 		byVolume[p.Spec.Volume] = podVolumeSource{volume: p.Spec.Volume, snapshotID: p.Status.SnapshotID, uploaderType: uploader,
-			location: location, size: p.Status.Progress.TotalBytes}
+			location: r.b.Spec.StorageLocation, size: p.Status.Progress.TotalBytes}
 	}
 	out := make([]podVolumeSource, 0, len(byVolume))
 	for _, v := range byVolume {

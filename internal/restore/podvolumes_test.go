@@ -157,7 +157,7 @@ func podVolumeBackup(t *testing.T, w *world, pvbs any) *pvFixture {
 		mk := func(vol, snap string, phase v1.PodVolumePhase) v1.PodVolumeBackup {
 			p := v1.PodVolumeBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: b.Name + "-" + vol}}
 			p.Spec.Pod = corev1.ObjectReference{Kind: "Pod", Namespace: from, Name: "web"}
-			p.Spec.Volume, p.Spec.BackupStorageLocation, p.Spec.UploaderType = vol, "default", "kopia"
+			p.Spec.Volume, p.Spec.BackupStorageLocation, p.Spec.UploaderType = vol, "elsewhere", "kopia"
 			p.Status.Phase, p.Status.SnapshotID = phase, snap
 			p.Status.Progress.TotalBytes = 10
 			return p
