@@ -308,3 +308,35 @@ func TestABadPodVolumeBackupsFileFailsTheRestoreNamingIt(t *testing.T) {
 		t.Fatalf("restore: %+v, want Failed naming the file", out)
 	}
 }
+
+// Velero's pod volume restore action ConfigMap names the wait container's
+// image and command; an image without a registry part is ignored.
+func TestTheRestoreActionConfigMapOverridesImageAndCommand(t *testing.T) {
+	w := newWorld(t)
+	f := podVolumeBackup(t, w, nil)
+	for _, tc := range []struct{ image, want string }{
+		{"mirror.example/tools/lifeboat:v9", "mirror.example/tools/lifeboat:v9"},
+		{"lifeboat:v9", "registry.example/lifeboat:test"},
+	} {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: uniq("fs-restore-action-config"),
+				Labels: map[string]string{pluginConfigLabel: "", RestoreActionConfigLabel: "RestoreItemAction"}},
+			Data: map[string]string{"image": tc.image, "command": "/bin/wait-here"},
+		}
+		if _, err := w.cs.CoreV1().ConfigMaps("velero").Create(ctx(t), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rs, out, to := f.restore(t, w, time.Minute, completeAll)
+		_ = w.cs.CoreV1().ConfigMaps("velero").Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+		if out.Phase != v1.RestorePhaseCompleted {
+			t.Fatalf("restore: %+v\n%s", out, allErrors(w.results(rs)))
+		}
+		pod, err := w.cs.CoreV1().Pods(to).Get(ctx(t), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wc := pod.Spec.InitContainers[0]; wc.Image != tc.want || strings.Join(wc.Command, " ") != "/bin/wait-here" {
+			t.Errorf("ConfigMap image %q: wait container runs %q %v, want %q /bin/wait-here", tc.image, wc.Image, wc.Command, tc.want)
+		}
+	}
+}
