@@ -41,6 +41,8 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 			"the volumes restored from snapshots (CSI or native: the claim or volume, the storage snapshot,\n"+
 			"and for CSI the restored VolumeSnapshot, its content, the driver and the size), read from the\n"+
 			"restore's results, resource list and volume information through the server.\n"+
+			"Pod volumes restored by file-system restore are counted by phase (Velero's \"kopia Restores\"), and\n"+
+			"with --details listed per pod.\n"+
 			"-o json|yaml prints the same as a RestoreDescription: the restore's metadata, phase, spec and\n"+
 			"status, and results, resourceList and volumes (--details).",
 		func(ctx context.Context, c client.Client, w io.Writer, rs *v1.Restore) error {
@@ -48,7 +50,8 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := f.describeRestore(w, rs, res, list); err != nil {
+			pvrs, pvrErr := podVolumeRestoresOf(ctx, c, rs)
+			if err := f.describeRestore(w, rs, res, list, podVolumeSection{pvrs, pvrErr, details}); err != nil {
 				return err
 			}
 			if vols != nil {
@@ -63,7 +66,7 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 			}
 			return f.structuredRestore(rs, res, list, vols), nil
 		})
-	cmd.Flags().BoolVar(&details, "details", false, "also print the warnings, errors, restored resources and volumes restored from snapshots")
+	cmd.Flags().BoolVar(&details, "details", false, "also print the warnings, errors, restored resources and volumes restored from snapshots, and the pod volumes restored by file-system restore per pod")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the results, resource list and volume information (--details)")
 	tlsOpts = bindTLSFlags(cmd.Flags(), f)
 	return cmd
@@ -89,7 +92,15 @@ func fetchRestoreResults(ctx context.Context, d *downloader, rs *v1.Restore) *re
 	return res
 }
 
-func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResults, list *resourceListResult) error {
+// podVolumeSection is what the description shows of the restore's
+// PodVolumeRestores.
+type podVolumeSection struct {
+	pvrs    []v1.PodVolumeRestore
+	err     error
+	details bool
+}
+
+func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResults, list *resourceListResult, pv podVolumeSection) error {
 	d := newDescriber(w)
 	spec, status := &rs.Spec, &rs.Status
 
@@ -148,6 +159,7 @@ func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResul
 	d.line("Restore PVs:\t%s", boolPtrString(spec.RestorePVs, "true", "false", "auto"))
 	d.line("Existing resource policy:\t%s", valueOr(string(spec.ExistingResourcePolicy), none))
 	d.line("Preserve Service NodePorts:\t%s", boolPtrString(spec.PreserveNodePorts, "true", "false", "auto"))
+	describePodVolumeRestores(d, pv.pvrs, pv.err, pv.details)
 	d.blank()
 	describeRestoreHooks(d, spec.Hooks)
 	describeHookStatus(d, status.HookStatus)

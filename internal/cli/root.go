@@ -62,6 +62,7 @@ func newRootCommand(f *Factory) *cobra.Command {
 		newUninstallCommand(f),
 		newServerCommand(f),
 		newNodeAgentCommand(f),
+		newRestoreHelperCommand(),
 		newBackupCommand(f),
 		newRestoreCommand(f),
 		newDeleteRequestCommand(f),

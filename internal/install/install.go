@@ -474,6 +474,9 @@ func (o Options) deployment() (*appsv1.Deployment, error) {
 		"--plugin-dir=" + PluginDir,
 		"--work-dir=" + workDir,
 		"--credentials-dir=" + credentialsDir,
+		// The restore-wait init container of file-system restores runs
+		// `lifeboat restore-helper` from the server's own image.
+		"--restore-helper-image=" + o.Image,
 	}
 	args = append(args, o.ServerArgs...)
 

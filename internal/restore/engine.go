@@ -36,6 +36,10 @@ type Engine struct {
 	// HookWait bounds the wait for a pod's containers of exec hooks
 	// without a wait timeout; zero is DefaultHookWait.
 	HookWait time.Duration
+	// PodVolumes restores the volumes of pods backed up by file-system
+	// backup through the node agent; nil restores such pods with empty
+	// volumes and a warning.
+	PodVolumes *PodVolumeOptions
 }
 
 // DefaultHookWait is how long a restore waits for the containers of exec

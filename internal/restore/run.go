@@ -100,6 +100,15 @@ type run struct {
 	hookWG                      sync.WaitGroup
 	hookMu                      sync.Mutex
 	hooksAttempted, hooksFailed int
+
+	// pvbs are the backup's PodVolumeBackups; pendingPVRs the
+	// PodVolumeRestores created for them, waited for at the end.
+	pvbs        []v1.PodVolumeBackup
+	pendingPVRs []pendingPVR
+	// The restore-wait container's image and command, read once.
+	helperOnce    sync.Once
+	helperImage   string
+	helperCommand []string
 }
 
 type ownerFixup struct {
@@ -177,6 +186,9 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err := r.loadCSI(ctx); err != nil {
 		return err
 	}
+	if err := r.loadPodVolumeBackups(ctx); err != nil {
+		return err
+	}
 	// The snapshot objects no restored claim needs and the filters left
 	// out were spooled, but are not restored: they are not counted.
 	r.total = sp.total() - len(r.csi.skip)
@@ -191,6 +203,7 @@ func (r *run) execute(ctx context.Context) (err error) {
 		}
 	}
 	r.applyFixups(ctx)
+	r.waitPodVolumeRestores(ctx)
 	r.report(true)
 	return nil
 }
@@ -407,7 +420,18 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 			return "", false
 		}
 	}
+	var podVolumes []podVolumeSource
 	if gr == grPods {
+		podVolumes = r.podVolumesOf(it.Namespace, it.Name, obj)
+		if len(podVolumes) > 0 && r.e.PodVolumes == nil {
+			r.results.Warning(ns, fmt.Sprintf("the volumes of pod %s were backed up by file-system backup; this server restores no pod volumes, so they start empty", qualified(ns, name)))
+			podVolumes = nil
+		}
+		if err := r.addRestoreWait(ctx, obj, podVolumes); err != nil {
+			r.itemError(ns, gr, name, err)
+			r.record(obj, "failed")
+			return "", false
+		}
 		if err := r.addInitHooks(obj); err != nil {
 			r.itemError(ns, gr, name, err)
 			r.record(obj, "failed")
@@ -448,6 +472,9 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 		if gr == grPods {
 			// Only pods this restore created, as in Velero.
 			r.startExecHooks(createdObj)
+			if len(podVolumes) > 0 {
+				r.startPodVolumeRestores(ctx, createdObj, it.Namespace, podVolumes)
+			}
 		}
 		return obj.GetName(), true
 	case apierrors.IsAlreadyExists(err):

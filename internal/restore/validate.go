@@ -27,7 +27,7 @@ func Validate(spec *v1.RestoreSpec) []string {
 		unsupported("spec.restoreStatus", "status is never restored")
 	}
 	if spec.UploaderConfig != nil && (spec.UploaderConfig.WriteSparseFiles != nil || spec.UploaderConfig.ParallelFilesDownload != 0) {
-		unsupported("spec.uploaderConfig", "there is no file-system restore agent")
+		unsupported("spec.uploaderConfig", "the node agent does not apply writeSparseFiles or parallelFilesDownload to pod volume restores")
 	}
 	switch spec.ExistingResourcePolicy {
 	case "", v1.PolicyTypeNone, v1.PolicyTypeUpdate:

@@ -83,6 +83,10 @@ type Options struct {
 	// same deletion as `lifeboat backup delete`). Off by default: in
 	// Velero, deleting the object only removes the object.
 	BackupFinalizer bool
+	// RestoreHelperImage runs the restore-wait init container of pods
+	// whose volumes are restored from file-system backups: the server's
+	// own image (install sets it). Empty, such pods fail to restore.
+	RestoreHelperImage string
 	// WorkDir holds what the server keeps on local disk while it works
 	// (restore spools, run logs), each server process in a directory of
 	// its own; at start the server removes what stopped servers left

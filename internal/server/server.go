@@ -223,6 +223,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	// repositories.
 	forgetter := &kopiapath.DataPath{Repositories: repos, Log: log.With("component", "deletion")}
 	reconcilers = append(reconcilers, newDeletionReconciler(mgr, acc, opts, plugins, resolver, forgetter, events, log))
+	// File-system restores: repositories made ready through their
+	// BackupRepository objects, PodVolumeRestores left to the node agent.
+	restoreEngine.PodVolumes = &restore.PodVolumeOptions{
+		Repositories: &repository.Ensurer{Client: mgr.GetClient(), Namespace: opts.Namespace},
+		Image:        opts.RestoreHelperImage,
+		// Velero's --fs-backup-timeout bounds restores' transfers too.
+		Timeout: opts.FSBackupTimeout,
+	}
 	reconcilers = append(reconcilers, &controller.BackupRepositoryReconciler{
 		Client: mgr.GetClient(), Repositories: repos,
 		EnsurePassword: func(ctx context.Context) error {

@@ -1,0 +1,156 @@
+package incluster
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/install"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
+	"github.com/lifeboat-io/lifeboat/internal/restore"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+)
+
+// TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent: a pod's emptyDir
+// is stored by a hand-made PodVolumeBackup, listed in its backup's
+// podvolumebackups file (what the backup will write); the namespace is
+// deleted and restored: the restored pod's restore-wait container holds
+// it back until the node agent has restored the volume, and its own
+// container then reads the same files.
+func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
+	store := storeDir(t)
+	lifeboat(t, "install", "--image", images["lifeboat"], "--image-pull-policy", "Never",
+		"--use-filesystem", store, "--use-node-agent", "--kubelet-root-dir", node.KubeletDir(), "--wait", "--timeout", "4m")
+	t.Cleanup(func() { uninstallAndWait(t) })
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: install.NodeAgentName}}
+	waitFor(t, ds, "the node agent to be ready", func(d *appsv1.DaemonSet) bool {
+		return d.Status.DesiredNumberScheduled == 1 && d.Status.NumberReady == 1
+	})
+
+	const ns = "fs-restore"
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	pod := shellPod(ns)
+	// Written once: the restored pod must find the restored files, not
+	// write new ones.
+	pod.Spec.Containers[0].Command = []string{"/bin/busybox", "sh", "-c",
+		"[ -e /data/greeting ] || { echo hello > /data/greeting; mkdir /data/sub; head -c 300000 /dev/urandom > /data/sub/blob; sync; }; exec /bin/busybox sleep 3600"}
+	create(t, pod)
+	waitPodRunning(t, ns, "web")
+	get(t, client.ObjectKeyFromObject(pod), pod)
+	sums := func() string {
+		var out string
+		poll(t, "the pod's files", func(context.Context) (bool, error) {
+			out = execIn(t, ns, "web", "/bin/busybox", "md5sum", "/data/greeting", "/data/sub/blob")
+			return strings.Count(out, "/data/") == 2, nil
+		})
+		return out
+	}
+	before := sums()
+
+	ensurer := &repository.Ensurer{Client: admin, Namespace: serverNamespace, Timeout: 2 * time.Minute}
+	if _, err := ensurer.Ensure(ctx(t), ns, install.LocationName); err != nil {
+		t.Fatalf("the server setting up the repository of %s: %v", ns, err)
+	}
+	pvb := &v1.PodVolumeBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "fs-restore-web-data"},
+		Spec: v1.PodVolumeBackupSpec{
+			Node:                  pod.Spec.NodeName,
+			Pod:                   corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID},
+			Volume:                "data",
+			BackupStorageLocation: install.LocationName,
+			UploaderType:          "kopia",
+			Tags:                  map[string]string{"backup": "fs-restore-1", "ns": ns, "pod": pod.Name, "volume": "data"},
+		},
+	}
+	create(t, pvb)
+	waitFor(t, pvb, "the node agent to finish the PodVolumeBackup", func(p *v1.PodVolumeBackup) bool {
+		return p.Status.Phase == v1.PodVolumePhaseCompleted || p.Status.Phase == v1.PodVolumePhaseFailed
+	})
+	if pvb.Status.Phase != v1.PodVolumePhaseCompleted || pvb.Status.SnapshotID == "" {
+		t.Fatalf("PodVolumeBackup %s %q: want Completed with a snapshot", pvb.Status.Phase, pvb.Status.Message)
+	}
+
+	b := &v1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "fs-restore-1"},
+		Spec: v1.BackupSpec{IncludedNamespaces: []string{ns}}}
+	create(t, b)
+	waitFor(t, b, "the backup to complete", func(b *v1.Backup) bool { return b.Status.Phase == v1.BackupPhaseCompleted })
+	writePodVolumeBackups(t, filepath.Join(store, "backups", "backups", b.Name), b.Name, []v1.PodVolumeBackup{*pvb})
+
+	if err := admin.Delete(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the namespace to be gone", func(c context.Context) (bool, error) {
+		err := admin.Get(c, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), nil
+	})
+
+	rs := &v1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "fs-restore-1"},
+		Spec: v1.RestoreSpec{BackupName: b.Name}}
+	create(t, rs)
+	waitFor(t, rs, "the restore to end", func(r *v1.Restore) bool {
+		return r.Status.Phase == v1.RestorePhaseCompleted || r.Status.Phase == v1.RestorePhasePartiallyFailed || r.Status.Phase == v1.RestorePhaseFailed
+	})
+	if rs.Status.Phase != v1.RestorePhaseCompleted {
+		t.Fatalf("restore %s (%q, %d errors):\n%s", rs.Status.Phase, rs.Status.FailureReason, rs.Status.Errors,
+			lifeboat(t, "restore", "describe", rs.Name, "--details"))
+	}
+	var pvrs v1.PodVolumeRestoreList
+	if err := admin.List(ctx(t), &pvrs, client.InNamespace(serverNamespace), client.MatchingLabels{restore.RestoreUIDLabel: string(rs.UID)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pvrs.Items) != 1 || pvrs.Items[0].Status.Phase != v1.PodVolumePhaseCompleted || pvrs.Items[0].Spec.SnapshotID != pvb.Status.SnapshotID {
+		t.Fatalf("PodVolumeRestores: %+v, want one Completed from snapshot %s", pvrs.Items, pvb.Status.SnapshotID)
+	}
+	waitPodRunning(t, ns, "web")
+	var restored corev1.Pod
+	get(t, client.ObjectKey{Namespace: ns, Name: "web"}, &restored)
+	if len(restored.Status.InitContainerStatuses) == 0 || restored.Status.InitContainerStatuses[0].Name != restore.RestoreWaitContainer ||
+		restored.Status.InitContainerStatuses[0].State.Terminated == nil || restored.Status.InitContainerStatuses[0].State.Terminated.ExitCode != 0 {
+		t.Errorf("restore-wait: %+v, want it first and exited 0", restored.Status.InitContainerStatuses)
+	}
+	if after := sums(); after != before {
+		t.Errorf("the restored pod's files:\n%s\nwant what the original pod wrote:\n%s", after, before)
+	}
+	// The node agent wrote the done marker as root; the wait container,
+	// user 1000, cannot remove it: it stays, as with Velero.
+	if ls := execIn(t, ns, "web", "/bin/busybox", "ls", "/data/.velero"); strings.TrimSpace(ls) != string(rs.UID) {
+		t.Errorf("the done markers in the volume: %q, want the restore's UID %s", ls, rs.UID)
+	}
+}
+
+// writePodVolumeBackups writes the backup's PodVolumeBackups file into
+// its directory of the filesystem location, as the backup will.
+func writePodVolumeBackups(t *testing.T, dir, backup string, pvbs []v1.PodVolumeBackup) {
+	t.Helper()
+	data, err := json.Marshal(pvbs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, storage.PodVolumeBackupsFile(backup)), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
