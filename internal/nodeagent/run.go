@@ -142,6 +142,21 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, newDataPath DataPa
 	return nil
 }
 
+// lose ends a transfer's status Failed with message; false when, read
+// again, it is New or has ended (nothing was lost). The two kinds' statuses
+// are different types with the same fields.
+func lose(phase *v1.PodVolumePhase, message *string, start, completion **metav1.Time, msg string) bool {
+	if isNew(*phase) || final(*phase) {
+		return false
+	}
+	now := &metav1.Time{Time: time.Now()}
+	*phase, *message, *completion = v1.PodVolumePhaseFailed, msg, now
+	if *start == nil {
+		*start = now
+	}
+	return true
+}
+
 // LostMessage is the message of a transfer a node agent process did not
 // live to finish.
 func LostMessage(node string, phase v1.PodVolumePhase) string {
@@ -165,17 +180,7 @@ func MarkLost(ctx context.Context, c client.Client, namespace, node string, log 
 		}
 		was := pvb.Status.Phase
 		if _, err := update(ctx, c, c, objectKey(namespace, pvb.Name), &v1.PodVolumeBackup{}, func(p *v1.PodVolumeBackup) bool {
-			if isNew(p.Status.Phase) || final(p.Status.Phase) {
-				return false
-			}
-			p.Status.Phase = v1.PodVolumePhaseFailed
-			p.Status.Message = LostMessage(node, was)
-			now := time.Now()
-			if p.Status.StartTimestamp == nil {
-				p.Status.StartTimestamp = &metav1.Time{Time: now}
-			}
-			p.Status.CompletionTimestamp = &metav1.Time{Time: now}
-			return true
+			return lose(&p.Status.Phase, &p.Status.Message, &p.Status.StartTimestamp, &p.Status.CompletionTimestamp, LostMessage(node, was))
 		}); err != nil {
 			return fmt.Errorf("marking PodVolumeBackup %s Failed: %w", pvb.Name, err)
 		}
@@ -191,17 +196,7 @@ func MarkLost(ctx context.Context, c client.Client, namespace, node string, log 
 		}
 		was := pvr.Status.Phase
 		if _, err := update(ctx, c, c, objectKey(namespace, pvr.Name), &v1.PodVolumeRestore{}, func(p *v1.PodVolumeRestore) bool {
-			if isNew(p.Status.Phase) || final(p.Status.Phase) {
-				return false
-			}
-			p.Status.Phase = v1.PodVolumePhaseFailed
-			p.Status.Message = LostMessage(node, was)
-			now := time.Now()
-			if p.Status.StartTimestamp == nil {
-				p.Status.StartTimestamp = &metav1.Time{Time: now}
-			}
-			p.Status.CompletionTimestamp = &metav1.Time{Time: now}
-			return true
+			return lose(&p.Status.Phase, &p.Status.Message, &p.Status.StartTimestamp, &p.Status.CompletionTimestamp, LostMessage(node, was))
 		}); err != nil {
 			return fmt.Errorf("marking PodVolumeRestore %s Failed: %w", pvr.Name, err)
 		}
