@@ -219,27 +219,61 @@ func gone(t *testing.T, obj client.Object) bool {
 
 // cliPlan is what `backup delete --dry-run` printed.
 type cliPlan struct {
-	actions   map[string][]string
-	counts    map[string]int
-	snapshots []string
-	restores  []string
-	keys      int
-	keyList   []string
-	cut       bool
+	actions    map[string][]string
+	counts     map[string]int
+	snapshots  []string
+	podVolumes []string
+	restores   []string
+	keys       int
+	keyList    []string
+	cut        bool
+	steps      []string // the numbered steps' kinds, in order
+}
+
+// The dry run's steps, told apart by what they say (their numbers follow
+// the order, which grows as the deletion learns new steps).
+const (
+	stepActions    = "actions"
+	stepSnapshots  = "snapshots"
+	stepPodVolumes = "pod volumes"
+	stepRestores   = "restores"
+	stepKeys       = "keys"
+	stepBackup     = "backup"
+)
+
+func planStep(rest string) string {
+	switch {
+	case strings.HasPrefix(rest, "call the DeleteItemActions"):
+		return stepActions
+	case strings.Contains(rest, "native volume snapshot"):
+		return stepSnapshots
+	case strings.Contains(rest, "pod volume snapshot"):
+		return stepPodVolumes
+	case strings.HasPrefix(rest, "delete ") && strings.Contains(rest, " restore"):
+		return stepRestores
+	case strings.Contains(rest, "object store key"):
+		return stepKeys
+	case strings.HasPrefix(rest, "remove the Backup object"):
+		return stepBackup
+	}
+	return ""
 }
 
 // parsePlan reads the dry run's numbered steps back.
 func parsePlan(t *testing.T, out string) cliPlan {
 	t.Helper()
 	p := cliPlan{actions: map[string][]string{}, counts: map[string]int{}}
-	step, action := 0, ""
+	step, action := "", ""
 	for line := range strings.SplitSeq(out, "\n") {
 		text := strings.TrimSpace(line)
-		if n, rest, ok := strings.Cut(line, ". "); ok && len(n) == 1 && n[0] >= '1' && n[0] <= '5' {
-			step = int(n[0] - '0')
-			if step == 4 {
+		if n, rest, ok := strings.Cut(line, ". "); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			if step = planStep(rest); step == "" {
+				t.Fatalf("dry run step %q: not a step this test knows", line)
+			}
+			p.steps = append(p.steps, step)
+			if step == stepKeys {
 				if _, err := fmt.Sscanf(rest, "remove %d object store keys", &p.keys); err != nil {
-					t.Fatalf("dry run step 4 %q: %v", line, err)
+					t.Fatalf("dry run step %q: %v", line, err)
 				}
 			}
 			continue
@@ -250,16 +284,18 @@ func parsePlan(t *testing.T, out string) cliPlan {
 		case strings.HasPrefix(text, "- "):
 			item := strings.TrimPrefix(text, "- ")
 			switch step {
-			case 1:
+			case stepActions:
 				p.actions[action] = append(p.actions[action], item)
-			case 2:
+			case stepSnapshots:
 				p.snapshots = append(p.snapshots, item)
-			case 3:
+			case stepPodVolumes:
+				p.podVolumes = append(p.podVolumes, item)
+			case stepRestores:
 				p.restores = append(p.restores, item)
-			case 4:
+			case stepKeys:
 				p.keyList = append(p.keyList, item)
 			}
-		case step == 1 && (strings.HasSuffix(text, " items") || strings.HasSuffix(text, " item")):
+		case step == stepActions && (strings.HasSuffix(text, " items") || strings.HasSuffix(text, " item")):
 			i := strings.LastIndex(text, ": ")
 			if i < 0 {
 				t.Fatalf("dry run action line %q", line)
@@ -273,8 +309,8 @@ func parsePlan(t *testing.T, out string) cliPlan {
 			p.actions[action] = []string{}
 		}
 	}
-	if step != 5 {
-		t.Fatalf("the dry run did not print its five steps:\n%s", out)
+	if want := []string{stepActions, stepSnapshots, stepPodVolumes, stepRestores, stepKeys, stepBackup}; !slices.Equal(p.steps, want) {
+		t.Fatalf("the dry run's steps %v, want %v:\n%s", p.steps, want, out)
 	}
 	return p
 }
@@ -443,6 +479,9 @@ func TestBackupDeleteRemovesEverythingTheDryRunListed(t *testing.T) {
 	}
 	if want := []string{a.vsl + "/" + snap + " (" + a.pv + ")"}; !slices.Equal(plan.snapshots, want) {
 		t.Errorf("dry run: snapshots %v, want %v", plan.snapshots, want)
+	}
+	if len(plan.podVolumes) != 0 {
+		t.Errorf("dry run: pod volume snapshots %v, want none (the backup took no fs-backup)", plan.podVolumes)
 	}
 	if !slices.Equal(plan.restores, []string{restore}) {
 		t.Errorf("dry run: restores %v, want [%s]", plan.restores, restore)
