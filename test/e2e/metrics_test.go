@@ -162,6 +162,13 @@ func TestVeleroMetricsAndEvents(t *testing.T) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(manual), &v1.Backup{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
+	// The request ends after its last step removed the Backup, and counts
+	// its outcome as it ends: wait for that, not only for the Backup.
+	srv.poll(t, "the deletion request to be processed", func(ctx context.Context) (bool, error) {
+		var got v1.DeleteBackupRequest
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(dbr), &got)
+		return err == nil && got.Status.Phase == v1.DeleteBackupRequestPhaseProcessed, client.IgnoreNotFound(err)
+	})
 	s = srv.scrape(t)
 	s.expect(t, "velero_backup_deletion_attempt_total", 1, "schedule", "")
 	s.expect(t, "velero_backup_deletion_success_total", 1, "schedule", "")
