@@ -9,12 +9,9 @@ package velerokopia
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -34,6 +31,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume/kopiapath"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/filetree"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/s3server"
 )
 
@@ -152,7 +150,7 @@ func TestVeleroWritesLifeboatRestores(t *testing.T) {
 	if _, err := s.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: s.repo(), SnapshotID: id, Path: dst}); err != nil {
 		t.Fatalf("Lifeboat restoring Velero's snapshot: %v", err)
 	}
-	compare(t, tree(t, src), tree(t, dst))
+	filetree.Compare(t, filetree.Describe(t, src), filetree.Describe(t, dst))
 
 	// Lifeboat's next backup of the same volume is incremental on
 	// Velero's snapshot: same source, same requester and uploader.
@@ -192,7 +190,7 @@ func TestLifeboatWritesVeleroRestores(t *testing.T) {
 	if n, _ := out["bytes"].(float64); int64(n) != res.TotalBytes {
 		t.Errorf("Velero restored %v bytes, Lifeboat stored %d", out["bytes"], res.TotalBytes)
 	}
-	compare(t, tree(t, src), tree(t, dst))
+	filetree.Compare(t, filetree.Describe(t, src), filetree.Describe(t, dst))
 	// And Velero backs up into Lifeboat's repository.
 	if out := s.velero("backup", "-path", src, "-pod", "web-0", "-volume", "data", "-tag", "backup=b2"); out["snapshotID"] == "" {
 		t.Errorf("Velero's backup into Lifeboat's repository printed %v", out)
@@ -249,58 +247,4 @@ func volume(t *testing.T) string {
 	must(os.WriteFile(filepath.Join(dir, "d/run.sh"), []byte("#!/bin/sh\n"), 0o755))
 	must(os.Symlink("d/run.sh", filepath.Join(dir, "link")))
 	return dir
-}
-
-func tree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if rel == "." {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			out[rel] = "symlink " + target
-		case info.IsDir():
-			out[rel] = fmt.Sprintf("dir %v", info.Mode().Perm())
-		default:
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(data)
-			out[rel] = fmt.Sprintf("file %v %s", info.Mode().Perm(), hex.EncodeToString(sum[:]))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func compare(t *testing.T, want, got map[string]string) {
-	t.Helper()
-	for k, w := range want {
-		if g := got[k]; g != w {
-			t.Errorf("%s: restored as %q, want %q", k, g, w)
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: restored but not backed up", k)
-		}
-	}
 }

@@ -3,12 +3,9 @@ package kopiapath
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -30,6 +27,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/filetree"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/s3server"
 )
 
@@ -157,64 +155,6 @@ func volume(t *testing.T) string {
 	return dir
 }
 
-// tree describes every entry under dir: type, mode, size, checksum or
-// link target.
-func tree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if rel == "." {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			out[rel] = "symlink " + target
-		case info.IsDir():
-			out[rel] = fmt.Sprintf("dir %v", info.Mode().Perm())
-		default:
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(data)
-			out[rel] = fmt.Sprintf("file %v %d %s", info.Mode().Perm(), info.Size(), hex.EncodeToString(sum[:]))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func compareTrees(t *testing.T, want, got map[string]string) {
-	t.Helper()
-	for k, w := range want {
-		if g, ok := got[k]; !ok {
-			t.Errorf("%s: missing after restore (want %s)", k, w)
-		} else if g != w {
-			t.Errorf("%s: restored as %s, want %s", k, g, w)
-		}
-	}
-	for k, g := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: restored (%s) but not in the backup", k, g)
-		}
-	}
-}
-
 func tags(backup string) map[string]string {
 	return map[string]string{"backup": backup, "backup-uid": "uid-" + backup, "pod": "web-0", "pod-uid": "pod-uid", "ns": "app", "volume": "data"}
 }
@@ -251,7 +191,7 @@ func TestBackupRestoreS3(t *testing.T) {
 
 func backupRestoreIncremental(t *testing.T, f *fixture) {
 	src := volume(t)
-	want := tree(t, src)
+	want := filetree.Describe(t, src)
 	var mu sync.Mutex
 	var last podvolume.Progress
 	res, err := f.dp.Backup(t.Context(), podvolume.BackupRequest{
@@ -276,7 +216,7 @@ func backupRestoreIncremental(t *testing.T, f *fixture) {
 	if n != res.TotalBytes {
 		t.Errorf("Restore wrote %d bytes, backup had %d", n, res.TotalBytes)
 	}
-	compareTrees(t, want, tree(t, dst))
+	filetree.Compare(t, want, filetree.Describe(t, dst))
 
 	// Unchanged: the second backup finds the first as its parent and
 	// reads no file again.
@@ -317,7 +257,7 @@ func backupRestoreIncremental(t *testing.T, f *fixture) {
 	if _, err := f.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: f.repo, SnapshotID: res2.SnapshotID, Path: dst2}); err != nil {
 		t.Fatalf("Restore after forget and maintenance: %v", err)
 	}
-	compareTrees(t, want, tree(t, dst2))
+	filetree.Compare(t, want, filetree.Describe(t, dst2))
 }
 
 func TestEmptyVolume(t *testing.T) {
@@ -334,7 +274,7 @@ func TestEmptyVolume(t *testing.T) {
 	if _, err := f.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: f.repo, SnapshotID: res.SnapshotID, Path: dst}); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	if got := tree(t, dst); len(got) != 0 {
+	if got := filetree.Describe(t, dst); len(got) != 0 {
 		t.Errorf("restored an empty volume as %v", got)
 	}
 }
@@ -343,7 +283,7 @@ func TestRestoreOverwrites(t *testing.T) {
 	bsl, _ := filesystemLocation(t)
 	f := newFixture(t, bsl, nil, passwordClient(t, repository.DefaultPassword))
 	src := volume(t)
-	want := tree(t, src)
+	want := filetree.Describe(t, src)
 	res, err := f.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: f.repo, Path: src, Tags: tags("b")})
 	if err != nil {
 		t.Fatal(err)
@@ -363,12 +303,12 @@ func TestRestoreOverwrites(t *testing.T) {
 	if _, err := f.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: f.repo, SnapshotID: res.SnapshotID, Path: dst}); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	got := tree(t, dst)
+	got := filetree.Describe(t, dst)
 	if got["extra"] == "" {
 		t.Errorf("a file only in the target was removed")
 	}
 	delete(got, "extra")
-	compareTrees(t, want, got)
+	filetree.Compare(t, want, got)
 }
 
 func TestCancelledBackup(t *testing.T) {
@@ -425,7 +365,7 @@ func TestConcurrentBackups(t *testing.T) {
 	bsl, _ := filesystemLocation(t)
 	f := newFixture(t, bsl, nil, passwordClient(t, repository.DefaultPassword))
 	src := volume(t)
-	want := tree(t, src)
+	want := filetree.Describe(t, src)
 	ids := make([]string, 4)
 	errs := make([]error, 4)
 	var wg sync.WaitGroup
@@ -446,7 +386,7 @@ func TestConcurrentBackups(t *testing.T) {
 		if _, err := f.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: f.repo, SnapshotID: ids[i], Path: dst}); err != nil {
 			t.Fatalf("restore %d: %v", i, err)
 		}
-		compareTrees(t, want, tree(t, dst))
+		filetree.Compare(t, want, filetree.Describe(t, dst))
 	}
 }
 
@@ -547,7 +487,7 @@ func TestRestoreAndParentOfASnapshotAnotherProcessWrote(t *testing.T) {
 	if _, err := nodeB.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: nodeB.repo, SnapshotID: res.SnapshotID, Path: dst}); err != nil {
 		t.Fatalf("restoring another process's snapshot through a long-open repository: %v", err)
 	}
-	compareTrees(t, tree(t, src), tree(t, dst))
+	filetree.Compare(t, filetree.Describe(t, src), filetree.Describe(t, dst))
 
 	res2, err := nodeB.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: nodeB.repo, Path: src, Tags: tags("b2")})
 	if err != nil {
