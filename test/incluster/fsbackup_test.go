@@ -35,20 +35,10 @@ import (
 // Completed PodVolumeBackup per volume, stored in the location; each
 // snapshot, restored on this host, holds exactly the pod's files.
 func TestBackupCopiesPodVolumesThroughTheNodeAgent(t *testing.T) {
-	store := storeDir(t)
-	lifeboat(t, "install", "--image", images["lifeboat"], "--image-pull-policy", "Never",
-		"--use-filesystem", store, "--use-node-agent", "--kubelet-root-dir", node.KubeletDir(), "--wait", "--timeout", "4m")
-	t.Cleanup(func() { uninstallAndWait(t) })
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: install.NodeAgentName}}
-	waitFor(t, ds, "the node agent to be ready", func(d *appsv1.DaemonSet) bool {
-		return d.Status.DesiredNumberScheduled == 1 && d.Status.NumberReady == 1
-	})
+	store := installWithNodeAgent(t)
 
 	const ns = "fsb-shop"
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	t.Cleanup(func() {
-		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
+	testNamespace(t, ns)
 	localDir, err := os.MkdirTemp("", "lifeboat-fsb-local-pv-")
 	if err != nil {
 		t.Fatal(err)

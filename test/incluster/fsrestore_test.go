@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,20 +30,10 @@ import (
 // it back until the node agent has restored the volume, and its own
 // container then reads the same files.
 func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
-	store := storeDir(t)
-	lifeboat(t, "install", "--image", images["lifeboat"], "--image-pull-policy", "Never",
-		"--use-filesystem", store, "--use-node-agent", "--kubelet-root-dir", node.KubeletDir(), "--wait", "--timeout", "4m")
-	t.Cleanup(func() { uninstallAndWait(t) })
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: install.NodeAgentName}}
-	waitFor(t, ds, "the node agent to be ready", func(d *appsv1.DaemonSet) bool {
-		return d.Status.DesiredNumberScheduled == 1 && d.Status.NumberReady == 1
-	})
+	store := installWithNodeAgent(t)
 
 	const ns = "fs-restore"
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	t.Cleanup(func() {
-		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
+	testNamespace(t, ns)
 	pod := shellPod(ns)
 	// Written once: the restored pod must find the restored files, not
 	// write new ones.

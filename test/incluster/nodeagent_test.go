@@ -47,10 +47,7 @@ func TestHostPodsFindsVolumesOfRunningPods(t *testing.T) {
 		t.Fatal("the node runs no CSI stack")
 	}
 	const ns = "hostpods"
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	t.Cleanup(func() {
-		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
+	testNamespace(t, ns)
 	localDir, err := os.MkdirTemp("", "lifeboat-local-pv-")
 	if err != nil {
 		t.Fatal(err)
@@ -147,20 +144,10 @@ func TestHostPodsFindsVolumesOfRunningPods(t *testing.T) {
 // pod's emptyDir reaches it, and it finds the volume's directory through
 // its /host_pods mount.
 func TestInstalledNodeAgentTakesAPodVolumeBackup(t *testing.T) {
-	store := storeDir(t)
-	lifeboat(t, "install", "--image", images["lifeboat"], "--image-pull-policy", "Never",
-		"--use-filesystem", store, "--use-node-agent", "--kubelet-root-dir", node.KubeletDir(), "--wait", "--timeout", "4m")
-	t.Cleanup(func() { uninstallAndWait(t) })
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: install.NodeAgentName}}
-	waitFor(t, ds, "the node agent to be ready", func(d *appsv1.DaemonSet) bool {
-		return d.Status.DesiredNumberScheduled == 1 && d.Status.NumberReady == 1
-	})
+	installWithNodeAgent(t)
 
 	const ns = "fs-shop"
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	t.Cleanup(func() {
-		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
+	testNamespace(t, ns)
 	pod := shellPod(ns)
 	create(t, pod)
 	waitPodRunning(t, ns, "web")
@@ -247,4 +234,29 @@ func nodeAgentLog(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// installWithNodeAgent installs the server and the node agent on the node,
+// backups in a directory of the node, waits until the node agent is ready
+// and uninstalls at the end; it returns that directory.
+func installWithNodeAgent(t *testing.T) string {
+	t.Helper()
+	store := storeDir(t)
+	lifeboat(t, "install", "--image", images["lifeboat"], "--image-pull-policy", "Never",
+		"--use-filesystem", store, "--use-node-agent", "--kubelet-root-dir", node.KubeletDir(), "--wait", "--timeout", "4m")
+	t.Cleanup(func() { uninstallAndWait(t) })
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: install.NodeAgentName}}
+	waitFor(t, ds, "the node agent to be ready", func(d *appsv1.DaemonSet) bool {
+		return d.Status.DesiredNumberScheduled == 1 && d.Status.NumberReady == 1
+	})
+	return store
+}
+
+// testNamespace creates namespace ns, deleted at the end.
+func testNamespace(t *testing.T, ns string) {
+	t.Helper()
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
 }
