@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fails when the committed tree is not what its sources produce:
 #   1. `make generate` (deepcopy, CRDs, protobuf stubs) must change nothing;
-#   2. `go mod tidy` must change nothing in any module of the repository.
+#   2. `go mod tidy` must change nothing in any module of the repository;
+#   3. no tracked file is over 1 MiB: generated data and binaries are made by
+#      scripts, not committed (a session's submission has a size limit, and
+#      one over it is refused whole).
 #
 # "Change nothing" is judged by comparing the whole work tree (tracked and
 # untracked files, .gitignore honoured) before and after, not by
@@ -47,5 +50,15 @@ for m in "${mods[@]}"; do
     status=1
   fi
 done
+limit=$((1024 * 1024))
+while IFS= read -r -d '' f; do
+  [[ -f $f ]] || continue
+  size=$(stat -c %s "$f")
+  if ((size > limit)); then
+    echo "verify: $f is $size bytes, over the 1 MiB limit for a committed file; have a script make it instead" >&2
+    status=1
+  fi
+done < <(git ls-files -z)
+
 [[ $status -eq 0 ]] && echo "verify: generated code, CRDs and ${#mods[@]} modules are up to date"
 exit "$status"
