@@ -11,8 +11,15 @@ cache=${LIFEBOAT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lifeboat}
 bin="$cache/$name-$key/$name"
 if [[ ! -x "$bin" ]]; then
   mkdir -p "$(dirname "$bin")"
-  echo "building $name (once per machine)" >&2
-  (cd "$mod" && go build -trimpath -o "$bin.tmp" "$pkg")
-  mv "$bin.tmp" "$bin"
+  # One build at a time per tool: a second caller (make -j, a test beside
+  # a lint) waits for the first and then finds the binary.
+  exec 9>"$(dirname "$bin")/.lock"
+  flock 9
+  if [[ ! -x "$bin" ]]; then
+    echo "building $name (once per machine)" >&2
+    (cd "$mod" && go build -trimpath -o "$bin.tmp.$$" "$pkg")
+    mv "$bin.tmp.$$" "$bin"
+  fi
+  exec 9>&-
 fi
 echo "$bin"
