@@ -397,7 +397,7 @@ func (d *DataPath) Forget(ctx context.Context, r podvolume.Repository, snapshotI
 }
 
 // open opens a repository with its view brought up to date. Repositories
-// stay open for the process's life, and another process may have written
+// stay open while they are in use, and another process may have written
 // or removed snapshots since (the node agent of another node, the
 // server): kopia reads manifests from its own view, so without a refresh
 // a restore would not find a newer snapshot, a backup would miss its
