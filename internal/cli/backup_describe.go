@@ -184,6 +184,7 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 	if spec.ResourcePolicy != nil {
 		d.line("Resource policies:\t%s %s", spec.ResourcePolicy.Kind, spec.ResourcePolicy.Name)
 	}
+	describeUploaderConfigForBackup(d, "", spec)
 	d.blank()
 	describeBackupHooks(d, "", spec.Hooks)
 	d.blank()

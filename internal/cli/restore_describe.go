@@ -161,6 +161,18 @@ func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResul
 	d.line("Restore PVs:\t%s", boolPtrString(spec.RestorePVs, "true", "false", "auto"))
 	d.line("Existing resource policy:\t%s", valueOr(string(spec.ExistingResourcePolicy), none))
 	d.line("Preserve Service NodePorts:\t%s", boolPtrString(spec.PreserveNodePorts, "true", "false", "auto"))
+	// As Velero's describe: the settings given, under a heading shown
+	// whenever the spec has an uploaderConfig.
+	if c := spec.UploaderConfig; c != nil {
+		d.blank()
+		d.line("Uploader config:")
+		if c.WriteSparseFiles != nil && *c.WriteSparseFiles {
+			d.line("  Write Sparse Files:\t%t", true)
+		}
+		if c.ParallelFilesDownload > 0 {
+			d.line("  Parallel Restore:\t%d", c.ParallelFilesDownload)
+		}
+	}
 	describePodVolumeRestores(d, pv.pvrs, pv.err, pv.details)
 	d.blank()
 	describeRestoreHooks(d, spec.Hooks)

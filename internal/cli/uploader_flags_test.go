@@ -28,3 +28,28 @@ func TestNegativeParallelFilesRefused(t *testing.T) {
 		t.Errorf("schedule template uploaderConfig %+v, want parallelFilesUpload 5", s.Spec.Template.UploaderConfig)
 	}
 }
+
+// describe shows the uploader settings as Velero's describe does, now
+// that the node agent applies them.
+func TestDescribeShowsUploaderConfig(t *testing.T) {
+	web, _ := sampleBackups()
+	web.Spec.UploaderConfig = &v1.UploaderConfigForBackup{ParallelFilesUpload: 6}
+	yes := true
+	rs := &v1.Restore{ObjectMeta: objMeta("r", nil), Spec: v1.RestoreSpec{BackupName: "web",
+		UploaderConfig: &v1.UploaderConfigForRestore{WriteSparseFiles: &yes, ParallelFilesDownload: 3}}}
+	s := &v1.Schedule{ObjectMeta: objMeta("nightly", nil), Spec: v1.ScheduleSpec{Schedule: "0 3 * * *", Template: web.Spec}}
+	f := newTestFactory(newFakeBuilder(t, web, rs, s).Build())
+	for args, want := range map[string]string{
+		"backup describe web":       "Uploader config:\n Parallel files upload: 6\n",
+		"schedule describe nightly": " Uploader config:\n Parallel files upload: 6\n",
+		"restore describe r":        "Uploader config:\n Write Sparse Files: true\n Parallel Restore: 3\n",
+	} {
+		out, _, err := run(t, f, strings.Fields(args)...)
+		if err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		if !strings.Contains(squeeze(out), want) {
+			t.Errorf("%s lacks %q:\n%s", args, want, out)
+		}
+	}
+}
