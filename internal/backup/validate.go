@@ -36,9 +36,10 @@ func Validate(spec *v1.BackupSpec) []string {
 	if spec.DataMover != "" {
 		unsupported("spec.datamover", "there is no data mover")
 	}
-	if spec.UploaderConfig != nil && *spec.UploaderConfig != (v1.UploaderConfigForBackup{}) {
-		unsupported("spec.uploaderConfig", "the node agent's uploader takes no settings (it reads files in parallel up to the node's CPUs)")
-	}
+	// spec.uploaderConfig.parallelFilesUpload goes to each PodVolumeBackup
+	// as Velero's uploader setting. A count of zero or less is accepted as
+	// Velero's server accepts it, meaning the default (the node's CPUs):
+	// refusing it would fail a Backup or Schedule that runs under Velero.
 	if spec.VolumeGroupSnapshotLabelKey != "" {
 		unsupported("spec.volumeGroupSnapshotLabelKey", "volume group snapshots are not taken")
 	}

@@ -161,7 +161,7 @@ func (o *backupSpecFlags) bind(fl *pflag.FlagSet, target string) {
 	fl.Var(&o.snapshotMoveData, "snapshot-move-data", "move snapshot data to the storage location (refused by the server: Lifeboat has no data mover)")
 	fl.Lookup("snapshot-move-data").NoOptDefVal = "true"
 	fl.StringVar(&o.dataMover, "data-mover", "", "data mover for --snapshot-move-data (refused by the server: Lifeboat has no data mover)")
-	fl.IntVar(&o.parallelFilesUpload, "parallel-files-upload", 0, "files the file-system uploader sends at once (refused by the server: Lifeboat has no file-system uploader)")
+	fl.IntVar(&o.parallelFilesUpload, "parallel-files-upload", 0, "files the node agent reads at once when it backs up pod volumes (default: as many as the node has CPUs)")
 }
 
 // parseOrderedResources reads Velero's --ordered-resources syntax:
@@ -201,7 +201,7 @@ func (o *backupSpecFlags) spec(ttlSet bool) (v1.BackupSpec, error) {
 		return v1.BackupSpec{}, errors.New("--csi-snapshot-timeout and --item-operation-timeout must not be negative")
 	}
 	if o.parallelFilesUpload < 0 {
-		return v1.BackupSpec{}, errors.New("--parallel-files-upload must not be negative")
+		return v1.BackupSpec{}, errors.New("--parallel-files-upload must not be negative: give a number of files, or leave it out for as many as the node has CPUs")
 	}
 	ordered, err := parseOrderedResources(o.orderedResources)
 	if err != nil {

@@ -44,7 +44,8 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 			"Its pod volume backups (file-system backup by the node agent) are counted by phase; with\n"+
 			"--details each pod's volumes are listed by phase with their size and the time taken.\n"+
 			"-o json|yaml prints the same as a BackupDescription: the backup's metadata, phase, spec and\n"+
-			"status, resourceList and volumes (--details) and deleteBackupRequests.",
+			"status (with Velero's status.backupVolumes.podVolumeBackups), resourceList, volumes and\n"+
+			"podVolumeBackups (--details) and deleteBackupRequests.",
 		func(ctx context.Context, c client.Client, w io.Writer, b *v1.Backup) error {
 			list, vols, err := fetchDetails(ctx, c, w, b)
 			if err != nil {
@@ -68,7 +69,7 @@ func newBackupDescribeCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			return f.structuredBackup(ctx, c, b, list, vols)
+			return f.structuredBackup(ctx, c, b, list, vols, details)
 		})
 	cmd.Flags().BoolVar(&details, "details", false, "also list the backed-up resources and the volume decisions")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the resource list (--details)")
@@ -183,6 +184,7 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 	if spec.ResourcePolicy != nil {
 		d.line("Resource policies:\t%s %s", spec.ResourcePolicy.Kind, spec.ResourcePolicy.Name)
 	}
+	describeUploaderConfigForBackup(d, "", spec)
 	d.blank()
 	describeBackupHooks(d, "", spec.Hooks)
 	d.blank()

@@ -18,14 +18,22 @@ import (
 // counts by phase, or with --details the volumes of each pod by phase with
 // their bytes and how long the node agent took.
 func describePodVolumeBackups(ctx context.Context, c client.Client, w io.Writer, b *v1.Backup, details bool) error {
+	pvbs, err := podVolumeBackupsOf(ctx, c, b)
+	if err != nil {
+		fmt.Fprintf(w, "\nPod Volume Backups:  <%v>\n", err)
+		return nil
+	}
+	return writePodVolumeBackups(w, pvbs, details)
+}
+
+func podVolumeBackupsOf(ctx context.Context, c client.Client, b *v1.Backup) ([]v1.PodVolumeBackup, error) {
 	var list v1.PodVolumeBackupList
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := c.List(cctx, &list, client.InNamespace(b.Namespace), client.MatchingLabels{v1.BackupNameLabel: v1.LabelValue(b.Name)}); err != nil {
-		fmt.Fprintf(w, "\nPod Volume Backups:  <error getting pod volume backups: %v>\n", err)
-		return nil
+		return nil, fmt.Errorf("error getting pod volume backups: %w", err)
 	}
-	return writePodVolumeBackups(w, list.Items, details)
+	return list.Items, nil
 }
 
 // podVolumePhases is Velero's order of the groups; New includes no phase.

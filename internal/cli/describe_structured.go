@@ -22,7 +22,8 @@ import (
 // the server, deletion requests, the next run of a schedule) sits beside
 // them. Fields are only ever added, so scripts can rely on the shape.
 // (Velero's `backup describe -o json` has a shape of its own, with values
-// preformatted as text; Lifeboat does not copy it.)
+// preformatted as text; Lifeboat does not copy it, except its
+// status.backupVolumes.podVolumeBackups: see describe_podvolumes.go.)
 
 // describedMeta is the part of the metadata a description shows.
 type describedMeta struct {
@@ -52,11 +53,11 @@ func fileError(err error) string {
 
 // BackupDescription is `lifeboat backup describe -o json`.
 type backupDescription struct {
-	Kind     string          `json:"kind"` // "BackupDescription"
-	Metadata describedMeta   `json:"metadata"`
-	Phase    v1.BackupPhase  `json:"phase"`
-	Spec     v1.BackupSpec   `json:"spec"`
-	Status   v1.BackupStatus `json:"status"`
+	Kind     string                `json:"kind"` // "BackupDescription"
+	Metadata describedMeta         `json:"metadata"`
+	Phase    v1.BackupPhase        `json:"phase"`
+	Spec     v1.BackupSpec         `json:"spec"`
+	Status   describedBackupStatus `json:"status"`
 	// ResourceList maps group/version/Kind to namespace/name of each
 	// backed-up item (--details); ResourceListError says why it is missing.
 	ResourceList      map[string][]string `json:"resourceList,omitempty"`
@@ -67,6 +68,10 @@ type backupDescription struct {
 	VolumesError string                         `json:"volumesError,omitempty"`
 	// DeleteBackupRequests are the deletions of this backup (dry runs left out).
 	DeleteBackupRequests []describedDeletion `json:"deleteBackupRequests,omitempty"`
+	// PodVolumeBackups are the backup's PodVolumeBackups (--details);
+	// PodVolumeBackupsError says why they could not be listed.
+	PodVolumeBackups      []describedPodVolume `json:"podVolumeBackups,omitempty"`
+	PodVolumeBackupsError string               `json:"podVolumeBackupsError,omitempty"`
 }
 
 type describedDeletion struct {
@@ -76,8 +81,17 @@ type describedDeletion struct {
 	Status  v1.DeleteBackupRequestStatus `json:"status"`
 }
 
-func (f *Factory) structuredBackup(ctx context.Context, c client.Client, b *v1.Backup, list *resourceListResult, vols *volumeInfoResult) (any, error) {
-	out := backupDescription{Kind: "BackupDescription", Metadata: describeMeta(b), Phase: phaseOf(b), Spec: b.Spec, Status: b.Status}
+func (f *Factory) structuredBackup(ctx context.Context, c client.Client, b *v1.Backup, list *resourceListResult, vols *volumeInfoResult, details bool) (any, error) {
+	out := backupDescription{Kind: "BackupDescription", Metadata: describeMeta(b), Phase: phaseOf(b), Spec: b.Spec, Status: describedBackupStatus{BackupStatus: b.Status}}
+	pvbs, err := podVolumeBackupsOf(ctx, c, b)
+	if err != nil {
+		// As Velero's describe, which then says none are included.
+		out.PodVolumeBackupsError = err.Error()
+	}
+	out.Status.BackupVolumes = map[string]any{"podVolumeBackups": veleroPodVolumeBackups(pvbs, details)}
+	if details {
+		out.PodVolumeBackups = describedPVBs(pvbs)
+	}
 	if list != nil {
 		out.ResourceList, out.ResourceListError = list.items, fileError(list.err)
 	}
@@ -100,11 +114,11 @@ func (f *Factory) structuredBackup(ctx context.Context, c client.Client, b *v1.B
 
 // restoreDescription is `lifeboat restore describe -o json`.
 type restoreDescription struct {
-	Kind     string           `json:"kind"` // "RestoreDescription"
-	Metadata describedMeta    `json:"metadata"`
-	Phase    v1.RestorePhase  `json:"phase"`
-	Spec     v1.RestoreSpec   `json:"spec"`
-	Status   v1.RestoreStatus `json:"status"`
+	Kind     string                 `json:"kind"` // "RestoreDescription"
+	Metadata describedMeta          `json:"metadata"`
+	Phase    v1.RestorePhase        `json:"phase"`
+	Spec     v1.RestoreSpec         `json:"spec"`
+	Status   describedRestoreStatus `json:"status"`
 	// Results are the restore's warnings and errors (--details, and only
 	// when the status counts any).
 	Results           *results.Results    `json:"results,omitempty"`
@@ -115,10 +129,21 @@ type restoreDescription struct {
 	// volume restored from a snapshot, CSI or native, in Velero's shape.
 	Volumes      []volumefiles.RestoreVolumeInfo `json:"volumes,omitempty"`
 	VolumesError string                          `json:"volumesError,omitempty"`
+	// PodVolumeRestores are the restore's PodVolumeRestores (--details);
+	// PodVolumeRestoresError says why they could not be listed.
+	PodVolumeRestores      []describedPodVolume `json:"podVolumeRestores,omitempty"`
+	PodVolumeRestoresError string               `json:"podVolumeRestoresError,omitempty"`
 }
 
-func (f *Factory) structuredRestore(rs *v1.Restore, res *restoreResults, list *resourceListResult, vols *restoreVolumesResult) any {
-	out := restoreDescription{Kind: "RestoreDescription", Metadata: describeMeta(rs), Phase: restorePhaseOf(rs), Spec: rs.Spec, Status: rs.Status}
+func (f *Factory) structuredRestore(rs *v1.Restore, res *restoreResults, list *resourceListResult, vols *restoreVolumesResult, pv podVolumeSection) any {
+	out := restoreDescription{Kind: "RestoreDescription", Metadata: describeMeta(rs), Phase: restorePhaseOf(rs), Spec: rs.Spec, Status: describedRestoreStatus{RestoreStatus: rs.Status}}
+	if pv.err != nil {
+		out.PodVolumeRestoresError = pv.err.Error()
+	}
+	out.Status.PodVolumeRestores = veleroPodVolumeRestores(pv.pvrs, pv.details)
+	if pv.details && len(pv.pvrs) > 0 {
+		out.PodVolumeRestores = describedPVRs(pv.pvrs)
+	}
 	if res != nil && !res.skipped {
 		if res.err == nil {
 			out.Results = &res.results

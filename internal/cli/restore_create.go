@@ -118,7 +118,7 @@ func newRestoreCreateCommand(f *Factory) *cobra.Command {
 	fl.StringSliceVar(&o.statusExclude, "status-exclude-resources", nil, "resources whose status is not restored, as resource.group")
 	fl.Var(&o.writeSparseFiles, "write-sparse-files", "write sparse files when restoring volumes from file-system backups")
 	fl.Lookup("write-sparse-files").NoOptDefVal = "true"
-	fl.IntVar(&o.parallelFilesDownload, "parallel-files-download", 0, "files restored at once from file-system backups")
+	fl.IntVar(&o.parallelFilesDownload, "parallel-files-download", 0, "files the node agent restores at once from file-system backups (default: as many as the node has CPUs)")
 	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for the restore to finish, showing progress")
 	fl.StringVarP(&o.output, "output", "o", "", "print the restore as yaml or json instead of creating it")
 	return cmd
@@ -171,7 +171,7 @@ func (o *restoreCreateOptions) buildRestore(name string, f *Factory) (*v1.Restor
 		return nil, errors.New("invalid --item-operation-timeout: must not be negative")
 	}
 	if o.parallelFilesDownload < 0 {
-		return nil, errors.New("invalid --parallel-files-download: must not be negative")
+		return nil, errors.New("--parallel-files-download must not be negative: give a number of files, or leave it out for as many as the node has CPUs")
 	}
 	if len(o.annotations) > 0 {
 		rs.Annotations = maps.Clone(o.annotations)

@@ -44,7 +44,8 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 			"Pod volumes restored by file-system restore are counted by phase (Velero's \"kopia Restores\"), and\n"+
 			"with --details listed per pod.\n"+
 			"-o json|yaml prints the same as a RestoreDescription: the restore's metadata, phase, spec and\n"+
-			"status, and results, resourceList and volumes (--details).",
+			"status (with status.podVolumeRestores, counted as Velero counts pod volume backups), and\n"+
+			"results, resourceList, volumes and podVolumeRestores (--details).",
 		func(ctx context.Context, c client.Client, w io.Writer, rs *v1.Restore) error {
 			res, list, vols, err := fetchDetails(ctx, c, w, rs)
 			if err != nil {
@@ -64,7 +65,8 @@ func newRestoreDescribeCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			return f.structuredRestore(rs, res, list, vols), nil
+			pvrs, pvrErr := podVolumeRestoresOf(ctx, c, rs)
+			return f.structuredRestore(rs, res, list, vols, podVolumeSection{pvrs, pvrErr, details}), nil
 		})
 	cmd.Flags().BoolVar(&details, "details", false, "also print the warnings, errors, restored resources and volumes restored from snapshots, and the pod volumes restored by file-system restore per pod")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultDownloadTimeout, "how long to wait for the server to serve the results, resource list and volume information (--details)")
@@ -159,6 +161,18 @@ func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResul
 	d.line("Restore PVs:\t%s", boolPtrString(spec.RestorePVs, "true", "false", "auto"))
 	d.line("Existing resource policy:\t%s", valueOr(string(spec.ExistingResourcePolicy), none))
 	d.line("Preserve Service NodePorts:\t%s", boolPtrString(spec.PreserveNodePorts, "true", "false", "auto"))
+	// As Velero's describe: the settings given, under a heading shown
+	// whenever the spec has an uploaderConfig.
+	if c := spec.UploaderConfig; c != nil {
+		d.blank()
+		d.line("Uploader config:")
+		if c.WriteSparseFiles != nil && *c.WriteSparseFiles {
+			d.line("  Write Sparse Files:\t%t", true)
+		}
+		if c.ParallelFilesDownload > 0 {
+			d.line("  Parallel Restore:\t%d", c.ParallelFilesDownload)
+		}
+	}
 	describePodVolumeRestores(d, pv.pvrs, pv.err, pv.details)
 	d.blank()
 	describeRestoreHooks(d, spec.Hooks)

@@ -28,7 +28,10 @@ func fetchRestoreVolumes(ctx context.Context, d *downloader, restore string) *re
 // back from a snapshot, with the count of each kind: what Velero's
 // describe shows as "CSI Snapshot Restores" (claim, content, storage
 // snapshot ID, driver) and of native snapshots, plus the restored
-// VolumeSnapshot and the size. A restore that wrote no such file (an
+// VolumeSnapshot and the size. Volumes a PodVolumeRestore wrote (Velero
+// lists them in the file too, and describes them from the PodVolumeRestores
+// in its "kopia Restores" section, as Lifeboat also does) are listed with
+// their snapshot, pod and volume. A restore that wrote no such file (an
 // older Velero's) says so.
 func describeRestoreVolumes(w io.Writer, res *restoreVolumesResult) error {
 	fmt.Fprintln(w)
@@ -40,13 +43,15 @@ func describeRestoreVolumes(w io.Writer, res *restoreVolumesResult) error {
 		fmt.Fprintf(w, "Volumes:  <error getting restore volume information: %v>\n", res.err)
 		return nil
 	}
-	var csi, native, other int
+	var csi, native, fs, other int
 	for _, in := range res.infos {
 		switch {
 		case in.RestoreMethod == volumefiles.CSISnapshot && in.CSISnapshotInfo != nil:
 			csi++
 		case in.NativeSnapshotInfo != nil:
 			native++
+		case in.PVRInfo != nil:
+			fs++
 		default:
 			other++
 		}
@@ -56,6 +61,9 @@ func describeRestoreVolumes(w io.Writer, res *restoreVolumesResult) error {
 		return nil
 	}
 	fmt.Fprintf(w, "Volumes:  %d from CSI snapshots, %d from native snapshots", csi, native)
+	if fs > 0 {
+		fmt.Fprintf(w, ", %d by pod volume restore", fs)
+	}
 	if other > 0 {
 		fmt.Fprintf(w, ", %d otherwise", other)
 	}
@@ -85,6 +93,13 @@ func restoredFrom(in *volumefiles.RestoreVolumeInfo) string {
 		return csiOutcome(in.CSISnapshotInfo)
 	case in.NativeSnapshotInfo != nil:
 		return "snapshot " + valueOr(in.NativeSnapshotInfo.SnapshotHandle, none)
+	case in.PVRInfo != nil:
+		p := in.PVRInfo
+		s := fmt.Sprintf("%s snapshot %s into volume %s of pod %s/%s", valueOr(p.UploaderType, "kopia"), valueOr(p.SnapshotHandle, none), p.VolumeName, p.PodNamespace, p.PodName)
+		if p.Size > 0 {
+			s += fmt.Sprintf(" (%d bytes)", p.Size)
+		}
+		return s
 	}
 	return valueOr(string(in.RestoreMethod), none)
 }

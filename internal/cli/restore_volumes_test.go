@@ -24,13 +24,17 @@ func TestDescribeRestoreVolumes(t *testing.T) {
 			CSISnapshotInfo: &volumefiles.CSISnapshotInfo{SnapshotHandle: "snap-2", Size: 5, Driver: "ebs.csi.aws.com", VSCName: "77ab"}},
 		{PVName: "pv-old", PVCName: "cache", PVCNamespace: "shop-2", RestoreMethod: volumefiles.NativeSnapshot,
 			NativeSnapshotInfo: &volumefiles.NativeSnapshotInfo{SnapshotHandle: "snap-native"}},
+		// A volume a PodVolumeRestore wrote, as Velero's restore lists it.
+		{PVCName: "db", PVCNamespace: "shop-2", PVName: "pvc-db", RestoreMethod: volumefiles.PodVolumeRestore,
+			PVRInfo: &volumefiles.PodVolumeInfo{SnapshotHandle: "k9f", Size: 4096, UploaderType: "kopia", VolumeName: "data", PodName: "db-0", PodNamespace: "shop-2"}},
 	}
 	var out bytes.Buffer
 	if err := describeRestoreVolumes(&out, &restoreVolumesResult{infos: infos}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Volumes: 2 from CSI snapshots, 1 from native snapshots",
+		"Volumes: 2 from CSI snapshots, 1 from native snapshots, 1 by pod volume restore\n",
+		"pvc shop-2/db (pv pvc-db) kopia snapshot k9f into volume data of pod shop-2/db-0 (4096 bytes)",
 		"pvc shop-2/data CSI snapshot snap-1 (VolumeSnapshot shop-2/9f3c, content 9f3c, driver hostpath.csi.lifeboat.io, 3145728 bytes)",
 		"pvc shop-2/logs (pv pvc-9) CSI snapshot snap-2 (content 77ab, driver ebs.csi.aws.com, 5 bytes)",
 		"pvc shop-2/cache (pv pv-old) snapshot snap-native",

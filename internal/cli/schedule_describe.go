@@ -69,7 +69,17 @@ func describeBackupTemplate(d *describer, spec *v1.BackupSpec) {
 	d.line("  Storage Location:\t%s", valueOr(spec.StorageLocation, "<default>"))
 	d.line("  Velero-Native Snapshot PVs:\t%s", boolPtrString(spec.SnapshotVolumes, "true", "false", "auto"))
 	d.line("  TTL:\t%s", ttlString(spec.TTL.Duration))
+	describeUploaderConfigForBackup(d, "  ", spec)
 	describeBackupHooks(d, "  ", spec.Hooks)
+}
+
+// describeUploaderConfigForBackup shows parallelFilesUpload when set, as
+// Velero's describe does.
+func describeUploaderConfigForBackup(d *describer, indent string, spec *v1.BackupSpec) {
+	if c := spec.UploaderConfig; c != nil && c.ParallelFilesUpload > 0 {
+		d.line("%sUploader config:", indent)
+		d.line("%s  Parallel files upload:\t%d", indent, c.ParallelFilesUpload)
+	}
 }
 
 // nextBackup says when the server will next back up, by the same rule the

@@ -163,6 +163,12 @@ func (r *BackupReconciler) start(ctx context.Context, pvb *v1.PodVolumeBackup, t
 		return err
 	}
 	log.Info("accepted")
+	// Velero's uploader fails a transfer whose settings it cannot read;
+	// failing before the volume is looked for says so sooner.
+	parallel, err := podvolume.BackupSettings(pvb.Spec.UploaderSettings)
+	if err != nil {
+		return r.end(ctx, pvb.Name, v1.PodVolumePhaseFailed, "error reading the uploader settings", err)
+	}
 	_, path, err := r.volumePath(ctx, pvb.Spec.Pod.Namespace, pvb.Spec.Pod.Name, pvb.Spec.Volume)
 	if err != nil {
 		return r.end(ctx, pvb.Name, v1.PodVolumePhaseFailed, "error preparing the volume", err)
@@ -202,12 +208,12 @@ func (r *BackupReconciler) start(ctx context.Context, pvb *v1.PodVolumeBackup, t
 	log.Info("transfer starts", "path", path)
 	started = true
 	pvbEnqueued.WithLabelValues(r.node).Inc()
-	go r.run(t, current.DeepCopy(), path, bsl, log)
+	go r.run(t, current.DeepCopy(), path, bsl, parallel, log)
 	return nil
 }
 
 // run is the transfer, in its own goroutine.
-func (r *BackupReconciler) run(t *transfer, pvb *v1.PodVolumeBackup, path string, bsl *v1.BackupStorageLocation, log *slog.Logger) {
+func (r *BackupReconciler) run(t *transfer, pvb *v1.PodVolumeBackup, path string, bsl *v1.BackupStorageLocation, parallel int, log *slog.Logger) {
 	key := backupKey(pvb.Name)
 	defer r.transfers.release(key)
 	ctx := t.start(r.base)
@@ -219,6 +225,8 @@ func (r *BackupReconciler) run(t *transfer, pvb *v1.PodVolumeBackup, path string
 		Tags:       pvb.Spec.Tags,
 		PVCName:    pvb.Annotations[v1.PVCNameAnnotation],
 		Progress:   progress.set,
+
+		ParallelFilesUpload: parallel,
 	})
 	progress.stop()
 	// The node agent may be stopping: the final write gets its own time.

@@ -131,6 +131,10 @@ func (r *RestoreReconciler) start(ctx context.Context, pvr *v1.PodVolumeRestore,
 		return err
 	}
 	log.Info("accepted")
+	sparse, parallel, err := podvolume.RestoreSettings(pvr.Spec.UploaderSettings)
+	if err != nil {
+		return r.end(ctx, pvr.Name, v1.PodVolumePhaseFailed, "error reading the uploader settings", err)
+	}
 	_, path, err := r.volumePath(ctx, pvr.Spec.Pod.Namespace, pvr.Spec.Pod.Name, pvr.Spec.Volume)
 	if err != nil {
 		return r.end(ctx, pvr.Name, v1.PodVolumePhaseFailed, "error preparing the volume", err)
@@ -171,11 +175,17 @@ func (r *RestoreReconciler) start(ctx context.Context, pvr *v1.PodVolumeRestore,
 	}
 	log.Info("transfer starts", "path", path)
 	started = true
-	go r.run(t, current.DeepCopy(), path, bsl, log)
+	go r.run(t, current.DeepCopy(), path, bsl, restoreSettings{sparse: sparse, parallel: parallel}, log)
 	return nil
 }
 
-func (r *RestoreReconciler) run(t *transfer, pvr *v1.PodVolumeRestore, path string, bsl *v1.BackupStorageLocation, log *slog.Logger) {
+// restoreSettings are a PodVolumeRestore's uploader settings, as read.
+type restoreSettings struct {
+	sparse   bool
+	parallel int
+}
+
+func (r *RestoreReconciler) run(t *transfer, pvr *v1.PodVolumeRestore, path string, bsl *v1.BackupStorageLocation, set restoreSettings, log *slog.Logger) {
 	defer r.transfers.release(restoreKey(pvr.Name))
 	ctx := t.start(r.base)
 	defer t.done()
@@ -185,6 +195,9 @@ func (r *RestoreReconciler) run(t *transfer, pvr *v1.PodVolumeRestore, path stri
 		SnapshotID: pvr.Spec.SnapshotID,
 		Path:       path,
 		Progress:   progress.set,
+
+		WriteSparseFiles:      set.sparse,
+		ParallelFilesDownload: set.parallel,
 	})
 	progress.stop()
 	if err == nil {

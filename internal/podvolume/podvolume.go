@@ -44,6 +44,9 @@ type BackupRequest struct {
 	// incremental backup is looked for among the snapshots of the same
 	// source, so a PVC's data stays incremental across pods.
 	PVCName string
+	// ParallelFilesUpload is how many files kopia reads at once (Velero's
+	// uploader setting); 0 means as many as the node has CPUs.
+	ParallelFilesUpload int
 	// Progress, if set, is called as the transfer advances (not more than
 	// a few times a second).
 	Progress func(Progress)
@@ -66,8 +69,14 @@ type RestoreRequest struct {
 	Repository Repository
 	SnapshotID string
 	// Path is the directory of the (new) pod's volume to write into.
-	Path     string
-	Progress func(Progress)
+	Path string
+	// WriteSparseFiles writes runs of zeros as holes (Velero's uploader
+	// setting).
+	WriteSparseFiles bool
+	// ParallelFilesDownload is how many files kopia restores at once; 0
+	// means as many as the node has CPUs.
+	ParallelFilesDownload int
+	Progress              func(Progress)
 }
 
 // DataPath moves volume data between a directory and a repository.

@@ -91,6 +91,7 @@ type podVolumeSource struct {
 // pendingPVR is a PodVolumeRestore the restore waits for.
 type pendingPVR struct {
 	name, podNamespace, pod, volume string
+	claim                           string // the volume's claim, if any
 }
 
 // loadPodVolumeBackups reads the backup's PodVolumeBackups (none when the
@@ -311,7 +312,7 @@ func (r *run) startPodVolumeRestores(ctx context.Context, pod *unstructured.Unst
 		}
 		r.log.Info("pod volume restore created", "podvolumerestore", pvr.Name, "namespace", ns, "pod", name, "volume", v.volume, "snapshot", v.snapshotID)
 		r.mu.Lock()
-		r.pendingPVRs = append(r.pendingPVRs, pendingPVR{name: pvr.Name, podNamespace: ns, pod: name, volume: v.volume})
+		r.pendingPVRs = append(r.pendingPVRs, pendingPVR{name: pvr.Name, podNamespace: ns, pod: name, volume: v.volume, claim: claims[v.volume]})
 		r.mu.Unlock()
 	}
 }
@@ -415,7 +416,9 @@ func (r *run) waitPodVolumeRestores(ctx context.Context) {
 					r.podVolumeError(p.podNamespace, p.pod, p.volume, fmt.Errorf("its PodVolumeRestore %s/%s was deleted before it ended", r.rs.Namespace, p.name))
 				case pvr.Status.Phase == v1.PodVolumePhaseCompleted:
 					r.log.Info("pod volume restored", "podvolumerestore", p.name, "namespace", p.podNamespace, "pod", p.pod, "volume", p.volume)
+					r.trackPodVolume(ctx, p, &pvr)
 				case pvr.Status.Phase == v1.PodVolumePhaseFailed, pvr.Status.Phase == v1.PodVolumePhaseCanceled:
+					r.trackPodVolume(ctx, p, &pvr)
 					r.podVolumeError(p.podNamespace, p.pod, p.volume, fmt.Errorf("PodVolumeRestore %s/%s %s: %s", r.rs.Namespace, p.name, strings.ToLower(string(pvr.Status.Phase)), pvr.Status.Message))
 				default:
 					left = append(left, p)

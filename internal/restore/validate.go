@@ -26,9 +26,9 @@ func Validate(spec *v1.RestoreSpec) []string {
 	if spec.RestoreStatus != nil && (len(spec.RestoreStatus.IncludedResources) > 0 || len(spec.RestoreStatus.ExcludedResources) > 0) {
 		unsupported("spec.restoreStatus", "status is never restored")
 	}
-	if spec.UploaderConfig != nil && (spec.UploaderConfig.WriteSparseFiles != nil || spec.UploaderConfig.ParallelFilesDownload != 0) {
-		unsupported("spec.uploaderConfig", "the node agent does not apply writeSparseFiles or parallelFilesDownload to pod volume restores")
-	}
+	// spec.uploaderConfig (writeSparseFiles, parallelFilesDownload) goes
+	// to each PodVolumeRestore as Velero's uploader settings; a count of
+	// zero or less means the default, as in Velero's server.
 	switch spec.ExistingResourcePolicy {
 	case "", v1.PolicyTypeNone, v1.PolicyTypeUpdate:
 	default:

@@ -18,6 +18,9 @@ const (
 	NativeSnapshot  Method = "NativeSnapshot"
 	PodVolumeBackup Method = "PodVolumeBackup"
 	CSISnapshot     Method = "CSISnapshot"
+	// PodVolumeRestore is a restore's method for a volume whose files a
+	// PodVolumeRestore wrote.
+	PodVolumeRestore Method = "PodVolumeRestore"
 )
 
 // Result says whether a volume's data was backed up.
@@ -145,4 +148,8 @@ type RestoreVolumeInfo struct {
 	SnapshotDataMoved  bool                `json:"snapshotDataMoved"`
 	CSISnapshotInfo    *CSISnapshotInfo    `json:"csiSnapshotInfo,omitempty"`
 	NativeSnapshotInfo *NativeSnapshotInfo `json:"nativeSnapshotInfo,omitempty"`
+	// PVRInfo is the pod volume a PodVolumeRestore wrote, as Velero fills
+	// it: the snapshot, its size, the uploader type, the pod and volume
+	// (no node, and an empty Phase).
+	PVRInfo *PodVolumeInfo `json:"pvrInfo,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,9 @@ import (
 // podvolumebackups file (what the backup will write); the namespace is
 // deleted and restored: the restored pod's restore-wait container holds
 // it back until the node agent has restored the volume, and its own
-// container then reads the same files.
+// container then reads the same files. The restore asks for sparse files
+// (spec.uploaderConfig.writeSparseFiles, Velero's): a 64 MiB file with
+// 4 KiB of data comes back as few blocks as it had.
 func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
 	store := installWithNodeAgent(t)
 
@@ -38,15 +41,16 @@ func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
 	// Written once: the restored pod must find the restored files, not
 	// write new ones.
 	pod.Spec.Containers[0].Command = []string{"/bin/busybox", "sh", "-c",
-		"[ -e /data/greeting ] || { echo hello > /data/greeting; mkdir /data/sub; head -c 300000 /dev/urandom > /data/sub/blob; sync; }; exec /bin/busybox sleep 3600"}
+		"[ -e /data/greeting ] || { echo hello > /data/greeting; mkdir /data/sub; head -c 300000 /dev/urandom > /data/sub/blob; " +
+			"dd if=/dev/urandom of=/data/sparse bs=4096 count=1 seek=16384 2>/dev/null; sync; }; exec /bin/busybox sleep 3600"}
 	create(t, pod)
 	waitPodRunning(t, ns, "web")
 	get(t, client.ObjectKeyFromObject(pod), pod)
 	sums := func() string {
 		var out string
 		poll(t, "the pod's files", func(context.Context) (bool, error) {
-			out = execIn(t, ns, "web", "/bin/busybox", "md5sum", "/data/greeting", "/data/sub/blob")
-			return strings.Count(out, "/data/") == 2, nil
+			out = execIn(t, ns, "web", "/bin/busybox", "md5sum", "/data/greeting", "/data/sub/blob", "/data/sparse")
+			return strings.Count(out, "/data/") == 3, nil
 		})
 		return out
 	}
@@ -89,8 +93,9 @@ func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 
+	sparse := true
 	rs := &v1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: "fs-restore-1"},
-		Spec: v1.RestoreSpec{BackupName: b.Name}}
+		Spec: v1.RestoreSpec{BackupName: b.Name, UploaderConfig: &v1.UploaderConfigForRestore{WriteSparseFiles: &sparse, ParallelFilesDownload: 2}}}
 	create(t, rs)
 	waitFor(t, rs, "the restore to end", func(r *v1.Restore) bool {
 		return r.Status.Phase == v1.RestorePhaseCompleted || r.Status.Phase == v1.RestorePhasePartiallyFailed || r.Status.Phase == v1.RestorePhaseFailed
@@ -106,6 +111,9 @@ func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
 	if len(pvrs.Items) != 1 || pvrs.Items[0].Status.Phase != v1.PodVolumePhaseCompleted || pvrs.Items[0].Spec.SnapshotID != pvb.Status.SnapshotID {
 		t.Fatalf("PodVolumeRestores: %+v, want one Completed from snapshot %s", pvrs.Items, pvb.Status.SnapshotID)
 	}
+	if s := pvrs.Items[0].Spec.UploaderSettings; s["WriteSparseFiles"] != "true" || s["ParallelFilesDownload"] != "2" {
+		t.Errorf("PodVolumeRestore uploaderSettings %v, want Velero's WriteSparseFiles true and ParallelFilesDownload 2", s)
+	}
 	waitPodRunning(t, ns, "web")
 	var restored corev1.Pod
 	get(t, client.ObjectKey{Namespace: ns, Name: "web"}, &restored)
@@ -115,6 +123,12 @@ func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
 	}
 	if after := sums(); after != before {
 		t.Errorf("the restored pod's files:\n%s\nwant what the original pod wrote:\n%s", after, before)
+	}
+	// 512-byte blocks allocated: the 4 KiB of data and little else, not
+	// the 64 MiB of zeros before it.
+	out := strings.TrimSpace(execIn(t, ns, "web", "/bin/busybox", "stat", "-c", "%b", "/data/sparse"))
+	if blocks, err := strconv.Atoi(out); err != nil || blocks > 1024 {
+		t.Errorf("restored /data/sparse has %q blocks allocated: writeSparseFiles did not keep its hole", out)
 	}
 	// The node agent wrote the done marker as root; the wait container,
 	// user 1000, cannot remove it: it stays, as with Velero.

@@ -108,7 +108,7 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 	if err != nil {
 		return podvolume.BackupResult{}, err
 	}
-	if err := policy.SetPolicy(wctx, w, si, veleroPolicy()); err != nil {
+	if err := policy.SetPolicy(wctx, w, si, veleroPolicy(req.ParallelFilesUpload)); err != nil {
 		return podvolume.BackupResult{}, fmt.Errorf("setting the snapshot policy: %w", err)
 	}
 	if err := w.Flush(wctx); err != nil {
@@ -162,7 +162,7 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 		req.Progress(podvolume.Progress{TotalBytes: size, BytesDone: size})
 	}
 	d.log().Info("volume backed up", "path", req.Path, "source", si.Path, "snapshot", id, "bytes", size,
-		"files", man.Stats.TotalFileCount, "cachedFiles", man.Stats.CachedFiles, "parent", parentID(previous), "duration", time.Since(start).Round(time.Millisecond))
+		"files", man.Stats.TotalFileCount, "cachedFiles", man.Stats.CachedFiles, "parallelFiles", defaultParallel(req.ParallelFilesUpload), "parent", parentID(previous), "duration", time.Since(start).Round(time.Millisecond))
 	res := podvolume.BackupResult{SnapshotID: string(id), TotalBytes: size, Empty: man.Stats.TotalFileCount == 0 && size == 0}
 	if err := failedEntries(man, tree); err != nil {
 		return res, err
@@ -172,10 +172,14 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 
 // veleroPolicy is the policy Velero sets on each source before a backup:
 // keep every snapshot, no compression, ignore unknown file types (sockets,
-// devices), reads as parallel as there are CPUs, manual scheduling.
-func veleroPolicy() *policy.Policy {
+// devices), reads as parallel as parallelFiles asks (Velero's
+// ParallelFilesUpload) or else as there are CPUs, manual scheduling.
+// Velero applies ParallelFilesUpload through the policy, not the
+// uploader's own override, so the policy stored in the repository says
+// what the last backup of the source used.
+func veleroPolicy(parallelFiles int) *policy.Policy {
 	keep := policy.OptionalInt(math.MaxInt32)
-	par := policy.OptionalInt(runtime.NumCPU())
+	par := policy.OptionalInt(defaultParallel(parallelFiles))
 	above := policy.OptionalInt64(math.MaxInt64)
 	ignore := policy.OptionalBool(true)
 	return &policy.Policy{
@@ -302,6 +306,7 @@ func (d *DataPath) Restore(ctx context.Context, req podvolume.RestoreRequest) (i
 		OverwriteFiles:         true,
 		OverwriteSymlinks:      true,
 		IgnorePermissionErrors: true,
+		WriteSparseFiles:       req.WriteSparseFiles,
 	}
 	if err := out.Init(ctx); err != nil {
 		return 0, fmt.Errorf("restore target %s: %w", target, err)
@@ -315,8 +320,8 @@ func (d *DataPath) Restore(ctx context.Context, req podvolume.RestoreRequest) (i
 	})
 	// kopia's restore stops on its cancel channel; a cancelled context
 	// would make it fail with an unrelated error instead.
-	stats, err := restore.Entry(context.WithoutCancel(ctx), rep, out, root, restore.Options{
-		Parallel:               runtime.NumCPU(),
+	stats, err := restoreEntry(context.WithoutCancel(ctx), rep, out, root, restore.Options{
+		Parallel:               defaultParallel(req.ParallelFilesDownload),
 		RestoreDirEntryAtDepth: math.MaxInt32,
 		Cancel:                 cancel,
 		ProgressCallback: func(_ context.Context, s restore.Stats) {
@@ -338,8 +343,21 @@ func (d *DataPath) Restore(ctx context.Context, req podvolume.RestoreRequest) (i
 		req.Progress(podvolume.Progress{TotalBytes: stats.RestoredTotalFileSize, BytesDone: stats.RestoredTotalFileSize})
 	}
 	d.log().Info("volume restored", "path", target, "snapshot", req.SnapshotID, "bytes", stats.RestoredTotalFileSize,
+		"writeSparseFiles", req.WriteSparseFiles, "parallelFiles", defaultParallel(req.ParallelFilesDownload),
 		"files", stats.RestoredFileCount, "dirs", stats.RestoredDirCount, "symlinks", stats.RestoredSymlinkCount)
 	return stats.RestoredTotalFileSize, nil
+}
+
+// restoreEntry is kopia's restore; tests see the options it is given.
+var restoreEntry = restore.Entry
+
+// defaultParallel is Velero's parallelism for a count of files: the count
+// when positive, else the node's CPUs.
+func defaultParallel(n int) int {
+	if n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
 }
 
 // syncFS writes the restored data to the volume's disk before the pod is
@@ -379,7 +397,7 @@ func (d *DataPath) Forget(ctx context.Context, r podvolume.Repository, snapshotI
 }
 
 // open opens a repository with its view brought up to date. Repositories
-// stay open for the process's life, and another process may have written
+// stay open while they are in use, and another process may have written
 // or removed snapshots since (the node agent of another node, the
 // server): kopia reads manifests from its own view, so without a refresh
 // a restore would not find a newer snapshot, a backup would miss its

@@ -5,10 +5,12 @@
 // Secret velero-repo-credentials, so that Velero and Lifeboat open each
 // other's repositories.
 //
-// A Manager keeps each repository it opened open (connecting costs several
-// round trips and reads the indexes), shared by every caller: kopia's
-// repository is safe for concurrent use, and each transfer writes through
-// a writer of its own.
+// A Manager keeps each repository it opened open while it is used
+// (connecting costs several round trips and reads the indexes), shared by
+// every caller: kopia's repository is safe for concurrent use, and each
+// transfer writes through a writer of its own. A repository no caller has
+// used for IdleTimeout is closed and its cache removed, so that a process
+// serving many namespaces holds only the repositories in use.
 package repository
 
 import (
@@ -51,6 +53,8 @@ const (
 	maintenanceDesc   = "UdmRepoMaintenance"
 	udmRepoBlobID     = "udmrepo.Repository"
 	defaultCacheLimit = 5000 << 20
+	// DefaultIdleTimeout is how long a repository stays open unused.
+	DefaultIdleTimeout = 5 * time.Minute
 )
 
 // ErrNotFound says that a repository has not been created.
@@ -68,6 +72,10 @@ type Manager struct {
 	// process's own work directory.
 	WorkDir string
 	Log     *slog.Logger
+	// IdleTimeout closes a repository that no caller has used for that
+	// long, and removes its cache; the next caller opens it again.
+	// 0 means DefaultIdleTimeout, a negative value never closes one.
+	IdleTimeout time.Duration
 
 	mu    sync.Mutex
 	repos map[key]*handle
@@ -79,11 +87,17 @@ type Manager struct {
 type key struct{ location, namespace string }
 
 type handle struct {
-	mu      sync.Mutex // held while opening
+	mu      sync.Mutex // held while opening or closing
 	rep     repo.Repository
 	version string // specVersion of the location it was opened with
+	dir     string // the connection's config and cache
 	users   int
 	stale   bool
+	// idle closes the repository once unused for the idle timeout;
+	// idleGen tells a timer that fired after the handle was taken again
+	// (or closed) that it is out of date.
+	idle    *time.Timer
+	idleGen uint64
 }
 
 // Status is how far a repository's storage is set up, as Velero tells it.
@@ -270,6 +284,9 @@ func (m *Manager) Open(ctx context.Context, r podvolume.Repository) (repo.Reposi
 	}
 	version := specVersion(r.Location)
 	h := m.repos[k]
+	if h != nil {
+		h.stopIdle()
+	}
 	if h != nil && h.version != version {
 		// The location changed (credentials, endpoint): new callers get a
 		// new connection; the old one closes when its last user is done.
@@ -282,7 +299,7 @@ func (m *Manager) Open(ctx context.Context, r podvolume.Repository) (repo.Reposi
 		h = nil
 	}
 	if h == nil {
-		h = &handle{version: version}
+		h = &handle{version: version, dir: m.dir(r)}
 		m.repos[k] = h
 	}
 	h.users++
@@ -325,18 +342,77 @@ func (m *Manager) release(k key, h *handle) {
 	switch {
 	case h.users > 0:
 	case h.rep == nil:
-		// Opening failed: the next caller tries again.
+		// Opening failed, or an idle close: the next caller opens it anew.
 		if m.repos[k] == h {
 			delete(m.repos, k)
 		}
+		delete(m.stale, h)
 	case h.stale && m.stale[h]:
 		delete(m.stale, h)
 		toClose = h.rep
+	case m.repos[k] == h:
+		if d := m.idleTimeout(); d > 0 {
+			h.stopIdle()
+			gen := h.idleGen
+			h.idle = time.AfterFunc(d, func() { m.closeIdle(k, h, gen) })
+		}
 	}
 	m.mu.Unlock()
 	if toClose != nil {
 		m.closeRepo(toClose)
 	}
+}
+
+func (m *Manager) idleTimeout() time.Duration {
+	if m.IdleTimeout == 0 {
+		return DefaultIdleTimeout
+	}
+	return m.IdleTimeout
+}
+
+// stopIdle cancels the handle's idle close (m.mu held).
+func (h *handle) stopIdle() {
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
+	h.idleGen++
+}
+
+// closeIdle closes a repository its idle timer found unused, unless a
+// caller took it since. Its cache goes too (kopia's caches are up to
+// 5000 MiB a repository), unless a replaced connection of the same
+// repository still uses the directory.
+func (m *Manager) closeIdle(k key, h *handle, gen uint64) {
+	m.mu.Lock()
+	if m.repos[k] != h || h.users > 0 || h.idleGen != gen || h.rep == nil {
+		m.mu.Unlock()
+		return
+	}
+	// Held by the closer: a caller arriving now waits for the close on
+	// h.mu, then connects afresh.
+	h.users++
+	h.idle = nil
+	removeCache := true
+	for s := range m.stale {
+		if s.dir == h.dir {
+			removeCache = false
+		}
+	}
+	m.mu.Unlock()
+	h.mu.Lock()
+	if h.rep != nil {
+		m.closeRepo(h.rep)
+		h.rep = nil
+		if removeCache {
+			if err := os.RemoveAll(h.dir); err != nil {
+				m.log().Warn("removing an idle repository's cache", "dir", h.dir, "error", err)
+			}
+		}
+		m.log().Info("closed an idle file-system backup repository", "location", k.location, "volumeNamespace", k.namespace, "idleFor", m.idleTimeout())
+	}
+	h.mu.Unlock()
+	m.release(k, h)
 }
 
 func (m *Manager) closeRepo(rep repo.Repository) {
@@ -349,24 +425,34 @@ func (m *Manager) closeRepo(rep repo.Repository) {
 
 // Close closes every open repository. Callers must be done with them.
 func (m *Manager) Close(ctx context.Context) error {
+	type open struct {
+		what string
+		h    *handle
+	}
+	var all []open
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	var errs []error
 	for k, h := range m.repos {
-		if h.rep != nil {
-			if err := h.rep.Close(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("closing repository %s/%s: %w", k.location, k.namespace, err))
-			}
-		}
+		h.stopIdle()
+		all = append(all, open{fmt.Sprintf("repository %s/%s", k.location, k.namespace), h})
 		delete(m.repos, k)
 	}
 	for h := range m.stale {
-		if h.rep != nil {
-			if err := h.rep.Close(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("closing a replaced repository connection: %w", err))
-			}
-		}
+		all = append(all, open{"a replaced repository connection", h})
 		delete(m.stale, h)
+	}
+	m.mu.Unlock()
+	// h.mu: an idle close under way finishes first, and nothing is
+	// closed twice.
+	var errs []error
+	for _, o := range all {
+		o.h.mu.Lock()
+		if o.h.rep != nil {
+			if err := o.h.rep.Close(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("closing %s: %w", o.what, err))
+			}
+			o.h.rep = nil
+		}
+		o.h.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
