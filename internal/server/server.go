@@ -202,8 +202,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		},
 	}
 	// File-system backup repositories: kept open (per location and volume
-	// namespace) for the server's life, closed before the work directory
-	// holding their caches is removed.
+	// namespace) while in use and for the Manager's idle timeout after,
+	// all closed before the work directory holding their caches is removed.
 	repos := &repository.Manager{
 		Storage: resolver, Secrets: acc.Reader, Namespace: opts.Namespace,
 		WorkDir: work.Path(), Log: log.With("component", "repositories"),
