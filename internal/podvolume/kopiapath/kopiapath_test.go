@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/maintenance"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/snapshot"
@@ -504,5 +505,43 @@ func TestRestoreAndParentOfASnapshotAnotherProcessWrote(t *testing.T) {
 	}
 	if man.Stats.NonCachedFiles != 0 {
 		t.Errorf("second backup read %d files again: it missed the other process's snapshot as its parent", man.Stats.NonCachedFiles)
+	}
+}
+
+// Opening writes the connection's config as kopia's Connect would (it
+// is not called: it would open the repository a second time), private
+// to the process, and a location without the repository is ErrNotFound.
+func TestOpenWritesTheConnectionConfigAndTellsAMissingRepository(t *testing.T) {
+	bsl, root := filesystemLocation(t)
+	f := newFixture(t, bsl, nil, passwordClient(t, repository.DefaultPassword))
+	_, release, err := f.mgr.Open(t.Context(), f.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	configs, _ := filepath.Glob(filepath.Join(f.mgr.WorkDir, "kopia", "*", "app", "repository.config"))
+	if len(configs) != 1 {
+		t.Fatalf("connection configs %v: want one under the work directory", configs)
+	}
+	fi, err := os.Stat(configs[0])
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config %s: %v, %v; want mode 0600 (it holds the storage's credentials)", configs[0], fi, err)
+	}
+	lc, err := repo.LoadConfigFromFile(configs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Storage == nil || lc.Storage.Type != "filesystem" || lc.Username != repository.UserName || lc.Hostname != repository.Hostname ||
+		lc.Caching == nil || !strings.HasPrefix(lc.Caching.CacheDirectory, f.mgr.WorkDir) || lc.Caching.ContentCacheSizeLimitBytes == 0 {
+		t.Errorf("config %+v (caching %+v): want the filesystem storage, default@default, a bounded cache in the work directory", lc, lc.Caching)
+	}
+
+	// The storage exists, the repository does not.
+	if err := os.MkdirAll(filepath.Join(root, "bucket", "backups", "kopia", "other"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = f.mgr.Open(t.Context(), podvolume.Repository{Location: bsl, VolumeNamespace: "other"})
+	if !errors.Is(err, repository.ErrNotFound) || !strings.Contains(err.Error(), `namespace "other"`) {
+		t.Fatalf("opening a repository never created = %v, want ErrNotFound naming the namespace", err)
 	}
 }

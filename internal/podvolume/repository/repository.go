@@ -410,17 +410,53 @@ func (m *Manager) connect(ctx context.Context, r podvolume.Repository) (repo.Rep
 			MaxListCacheDuration:        content.DurationSeconds(30 * time.Second),
 		},
 	}
-	// A config file left from an earlier connection may name other
-	// storage settings; connect writes it afresh.
-	_ = os.Remove(configFile)
-	if err := repo.Connect(ctx, configFile, st, password, opts); err != nil {
-		return nil, m.explain(r, err)
+	// kopia's repo.Connect writes the config file, then opens the
+	// repository to check the password and closes it: a second key
+	// derivation (scrypt) and index read before the Open that follows.
+	// Writing the same config file and opening once checks the same.
+	var fb bytesOutput
+	if err := st.GetBlob(ctx, format.KopiaRepositoryBlobID, 0, -1, &fb); err != nil {
+		if errors.Is(err, blob.ErrBlobNotFound) {
+			return nil, m.explain(r, repo.ErrRepositoryNotInitialized)
+		}
+		return nil, m.explain(r, fmt.Errorf("reading the repository's format blob: %w", err))
+	}
+	if err := writeLocalConfig(ctx, configFile, st, opts); err != nil {
+		return nil, err
 	}
 	rep, err := repo.Open(ctx, configFile, password, &repo.Options{})
 	if err != nil {
 		return nil, m.explain(r, err)
 	}
 	return rep, nil
+}
+
+// writeLocalConfig writes the connection's config file as repo.Connect
+// writes it (storage, client options with kopia's defaults, caching with
+// an absolute cache directory), replacing one left from an earlier
+// connection, which may name other storage settings.
+func writeLocalConfig(ctx context.Context, configFile string, st blob.Storage, opts *repo.ConnectOptions) error {
+	ci := st.ConnectionInfo()
+	caching := opts.CachingOptions
+	abs, err := filepath.Abs(caching.CacheDirectory)
+	if err != nil {
+		return fmt.Errorf("repository cache directory: %w", err)
+	}
+	caching.CacheDirectory = abs
+	lc := repo.LocalConfig{
+		Storage:       &ci,
+		Caching:       &caching,
+		ClientOptions: opts.ClientOptions.ApplyDefaults(ctx, "Repository in "+st.DisplayName()),
+	}
+	data, err := json.MarshalIndent(lc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the repository's connection config: %w", err)
+	}
+	// The config holds the storage's credentials.
+	if err := os.WriteFile(configFile, data, 0o600); err != nil {
+		return fmt.Errorf("writing the repository's connection config: %w", err)
+	}
+	return nil
 }
 
 func (m *Manager) explain(r podvolume.Repository, err error) error {
