@@ -25,6 +25,7 @@ import (
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/fs/localfs"
 	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/compression"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/policy"
@@ -108,7 +109,11 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 	if err != nil {
 		return podvolume.BackupResult{}, err
 	}
-	if err := policy.SetPolicy(wctx, w, si, veleroPolicy()); err != nil {
+	compressor, err := repository.Compressor(wctx, w)
+	if err != nil {
+		return podvolume.BackupResult{}, err
+	}
+	if err := policy.SetPolicy(wctx, w, si, veleroPolicy(compressor)); err != nil {
 		return podvolume.BackupResult{}, fmt.Errorf("setting the snapshot policy: %w", err)
 	}
 	if err := w.Flush(wctx); err != nil {
@@ -172,8 +177,13 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 
 // veleroPolicy is the policy Velero sets on each source before a backup:
 // keep every snapshot, no compression, ignore unknown file types (sockets,
-// devices), reads as parallel as there are CPUs, manual scheduling.
-func veleroPolicy() *policy.Policy {
+// devices), reads as parallel as there are CPUs, manual scheduling. The
+// one difference: a repository whose global policy names a compressor
+// (one Lifeboat created with --fs-backup-compression) compresses with it.
+func veleroPolicy(compressor string) *policy.Policy {
+	if compressor == "" {
+		compressor = "none"
+	}
 	keep := policy.OptionalInt(math.MaxInt32)
 	par := policy.OptionalInt(runtime.NumCPU())
 	above := policy.OptionalInt64(math.MaxInt64)
@@ -183,7 +193,7 @@ func veleroPolicy() *policy.Policy {
 			KeepLatest: &keep, KeepAnnual: &keep, KeepDaily: &keep,
 			KeepHourly: &keep, KeepMonthly: &keep, KeepWeekly: &keep,
 		},
-		CompressionPolicy: policy.CompressionPolicy{CompressorName: "none"},
+		CompressionPolicy: policy.CompressionPolicy{CompressorName: compression.Name(compressor)},
 		UploadPolicy: policy.UploadPolicy{
 			MaxParallelFileReads:    &par,
 			ParallelUploadAboveSize: &above,

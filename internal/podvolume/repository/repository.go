@@ -23,17 +23,21 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/compression"
 	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/encryption"
 	"github.com/kopia/kopia/repo/format"
 	"github.com/kopia/kopia/repo/hashing"
 	"github.com/kopia/kopia/repo/maintenance"
 	"github.com/kopia/kopia/repo/splitter"
+	"github.com/kopia/kopia/snapshot/policy"
 	"github.com/kopia/kopia/snapshot/snapshotmaintenance"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,6 +72,10 @@ type Manager struct {
 	// process's own work directory.
 	WorkDir string
 	Log     *slog.Logger
+	// Compression is the kopia compressor a repository this manager
+	// creates gets in its global policy ("" or "none": none, as Velero
+	// creates them). Repositories that exist keep their policy.
+	Compression string
 
 	mu    sync.Mutex
 	repos map[key]*handle
@@ -148,6 +156,9 @@ func (m *Manager) Prepare(ctx context.Context, r podvolume.Repository) error {
 	defer release()
 	if status != StatusReady {
 		if err := writeInitParameters(ctx, rep); err != nil {
+			return err
+		}
+		if err := writeCompression(ctx, rep, m.Compression); err != nil {
 			return err
 		}
 		if err := writeUdmRepoMetadata(ctx, st); err != nil {
@@ -244,6 +255,69 @@ func writeInitParameters(ctx context.Context, rep repo.Repository) error {
 		}
 		return nil
 	})
+}
+
+// CheckCompression says whether name is a compressor kopia knows, naming
+// the ones it does when it is not.
+func CheckCompression(name string) error {
+	if name == "" || name == "none" {
+		return nil
+	}
+	if compression.ByName[compression.Name(name)] != nil && !compression.IsDeprecated[compression.Name(name)] {
+		return nil
+	}
+	var known []string
+	for n := range compression.ByName {
+		if !compression.IsDeprecated[n] {
+			known = append(known, string(n))
+		}
+	}
+	sort.Strings(known)
+	return fmt.Errorf("unknown compressor %q: use none or one of kopia's: %s", name, strings.Join(known, ", "))
+}
+
+// writeCompression puts the compressor into a new repository's global
+// policy, where the data path reads it (kopiapath): Velero's own uploads
+// set none on their sources and stay uncompressed; either side restores
+// both, as kopia marks each compressed content with its compressor.
+func writeCompression(ctx context.Context, rep repo.Repository, name string) error {
+	if name == "" || name == "none" {
+		return nil
+	}
+	if err := CheckCompression(name); err != nil {
+		return err
+	}
+	return repo.WriteSession(ctx, rep, repo.WriteSessionOptions{Purpose: "set compression"}, func(ctx context.Context, w repo.RepositoryWriter) error {
+		pol, err := policy.GetDefinedPolicy(ctx, w, policy.GlobalPolicySourceInfo)
+		if errors.Is(err, policy.ErrPolicyNotFound) {
+			pol, err = &policy.Policy{}, nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the repository's global policy: %w", err)
+		}
+		pol.CompressionPolicy.CompressorName = compression.Name(name)
+		if err := policy.SetPolicy(ctx, w, policy.GlobalPolicySourceInfo, pol); err != nil {
+			return fmt.Errorf("setting compressor %s in the repository's global policy: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// Compressor is the compressor in the repository's global policy, "" when
+// it names none (a repository Velero created).
+func Compressor(ctx context.Context, rep repo.Repository) (string, error) {
+	pol, err := policy.GetDefinedPolicy(ctx, rep, policy.GlobalPolicySourceInfo)
+	if errors.Is(err, policy.ErrPolicyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the repository's global policy: %w", err)
+	}
+	name := string(pol.CompressionPolicy.CompressorName)
+	if name == "none" {
+		return "", nil
+	}
+	return name, nil
 }
 
 func ensureEmpty(ctx context.Context, st blob.Storage) error {
