@@ -219,6 +219,8 @@ func (r *BackupReconciler) run(t *transfer, pvb *v1.PodVolumeBackup, path string
 		Tags:       pvb.Spec.Tags,
 		PVCName:    pvb.Annotations[v1.PVCNameAnnotation],
 		Progress:   progress.set,
+		// Velero's uploader settings (ParallelFilesUpload).
+		UploaderSettings: pvb.Spec.UploaderSettings,
 	})
 	progress.stop()
 	// The node agent may be stopping: the final write gets its own time.

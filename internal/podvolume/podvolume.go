@@ -44,6 +44,10 @@ type BackupRequest struct {
 	// incremental backup is looked for among the snapshots of the same
 	// source, so a PVC's data stays incremental across pods.
 	PVCName string
+	// UploaderSettings are the PodVolumeBackup's spec.uploaderSettings
+	// (Velero's keys): ParallelFilesUpload, from the Backup's
+	// uploaderConfig.parallelFilesUpload, bounds the files read at once.
+	UploaderSettings map[string]string
 	// Progress, if set, is called as the transfer advances (not more than
 	// a few times a second).
 	Progress func(Progress)

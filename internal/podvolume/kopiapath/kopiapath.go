@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,9 @@ const (
 	// maxErrorsReported bounds the files named in a failed backup's error.
 	maxErrorsReported = 10
 	progressInterval  = time.Second
+	// parallelFilesUpload is Velero's uploader setting for the files read
+	// at once.
+	parallelFilesUpload = "ParallelFilesUpload"
 )
 
 // DataPath implements podvolume.DataPath and podvolume.Forgetter.
@@ -113,7 +117,20 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 	if err != nil {
 		return podvolume.BackupResult{}, err
 	}
-	if err := policy.SetPolicy(wctx, w, si, veleroPolicy(compressor)); err != nil {
+	pol := veleroPolicy(compressor)
+	if v, ok := req.UploaderSettings[parallelFilesUpload]; ok {
+		// As Velero: a number that is not one fails the backup; 0 or
+		// less keeps one read per CPU.
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return podvolume.BackupResult{}, fmt.Errorf("uploader setting %s %q: want the number of files read at once (the Backup's uploaderConfig.parallelFilesUpload): %w", parallelFilesUpload, v, err)
+		}
+		if n > 0 {
+			par := policy.OptionalInt(n)
+			pol.UploadPolicy.MaxParallelFileReads = &par
+		}
+	}
+	if err := policy.SetPolicy(wctx, w, si, pol); err != nil {
 		return podvolume.BackupResult{}, fmt.Errorf("setting the snapshot policy: %w", err)
 	}
 	if err := w.Flush(wctx); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/kopia/kopia/repo/maintenance"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/snapshot"
+	"github.com/kopia/kopia/snapshot/policy"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -667,5 +668,36 @@ func TestUnknownCompressor(t *testing.T) {
 	}
 	if err := repository.CheckCompression("lz4"); err == nil {
 		t.Error("the deprecated lz4 was accepted")
+	}
+}
+
+// The Backup's uploaderConfig.parallelFilesUpload, through the
+// PodVolumeBackup's uploader settings, bounds the files read at once, as
+// in Velero; a value that is not a number fails the backup, naming it.
+func TestParallelFilesUpload(t *testing.T) {
+	bsl, _ := filesystemLocation(t)
+	f := newFixture(t, bsl, nil, passwordClient(t, repository.DefaultPassword))
+	src := textVolume(t)
+	if _, err := f.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: f.repo, Path: src, Tags: tags("b1"),
+		UploaderSettings: map[string]string{"ParallelFilesUpload": "5"}}); err != nil {
+		t.Fatal(err)
+	}
+	rep, release, err := f.mgr.Open(t.Context(), f.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	si := snapshot.SourceInfo{UserName: "default", Host: "default", Path: "snapshot-pod-volume/kopia/app/web-0/data"}
+	pol, err := policy.GetDefinedPolicy(t.Context(), rep, si)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := pol.UploadPolicy.MaxParallelFileReads; r == nil || *r != 5 {
+		t.Errorf("parallel file reads %v, want 5", r)
+	}
+	_, err = f.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: f.repo, Path: src, Tags: tags("b2"),
+		UploaderSettings: map[string]string{"ParallelFilesUpload": "many"}})
+	if err == nil || !strings.Contains(err.Error(), `ParallelFilesUpload "many"`) {
+		t.Fatalf("backup with ParallelFilesUpload many = %v, want an error naming the setting", err)
 	}
 }
