@@ -66,6 +66,8 @@ func newNodeAgentCommand(f *Factory) *cobra.Command {
 	// node agent's CPU goes, over its whole life, for go tool pprof.
 	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the process to this file when it stops")
 	_ = fl.MarkHidden("cpu-profile")
+	fl.StringVar(&opts.ProfilingAddress, "profiling-address", "", "serve net/http/pprof on this address (go tool pprof http://ADDRESS/debug/pprof/heap)")
+	_ = fl.MarkHidden("profiling-address")
 	return cmd
 }
 
