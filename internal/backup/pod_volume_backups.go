@@ -364,10 +364,14 @@ func (r *run) waitPodVolumeBackups(ctx context.Context, created map[string]podVo
 	if maxPoll <= 0 {
 		maxPoll = 2 * time.Second
 	}
-	// From 50 ms, doubling up to maxPoll: a small or unchanged volume is
-	// done in a fraction of a second, and a flat 2 s poll would double
-	// such a backup's time; a long transfer is still looked at every 2 s.
-	poll := min(50*time.Millisecond, maxPoll)
+	// A tenth of the time waited so far, from 50 ms up to maxPoll: a
+	// small or unchanged volume is done in a fraction of a second, and a
+	// flat 2 s poll would double such a backup's time; the end of any
+	// transfer is seen within a tenth of its time (doubling the wait
+	// overshot by up to its last step); a long one is still looked at
+	// every 2 s.
+	started := time.Now()
+	nextPoll := func() time.Duration { return min(max(time.Since(started)/10, 50*time.Millisecond), maxPoll) }
 	r.log.Info("waiting for the pod volume backups", "count", len(created), "deadline", deadline.UTC().Format(time.RFC3339))
 	last := map[string]v1.PodVolumeBackup{}
 	for {
@@ -403,9 +407,8 @@ func (r *run) waitPodVolumeBackups(ctx context.Context, created map[string]podVo
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(min(poll, time.Until(deadline)+time.Millisecond)):
+		case <-time.After(min(nextPoll(), time.Until(deadline)+time.Millisecond)):
 		}
-		poll = min(2*poll, maxPoll)
 	}
 	out := make([]v1.PodVolumeBackup, 0, len(created))
 	for name := range created {
