@@ -36,8 +36,8 @@ func Validate(spec *v1.BackupSpec) []string {
 	if spec.DataMover != "" {
 		unsupported("spec.datamover", "there is no data mover")
 	}
-	if spec.UploaderConfig != nil && *spec.UploaderConfig != (v1.UploaderConfigForBackup{}) {
-		unsupported("spec.uploaderConfig", "the node agent's uploader takes no settings (it reads files in parallel up to the node's CPUs)")
+	if spec.UploaderConfig != nil && spec.UploaderConfig.ParallelFilesUpload < 0 {
+		msgs = append(msgs, fmt.Sprintf("spec.uploaderConfig.parallelFilesUpload: %d is negative; give the files the node agent reads at once, or 0 for one per CPU", spec.UploaderConfig.ParallelFilesUpload))
 	}
 	if spec.VolumeGroupSnapshotLabelKey != "" {
 		unsupported("spec.volumeGroupSnapshotLabelKey", "volume group snapshots are not taken")

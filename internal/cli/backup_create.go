@@ -161,7 +161,7 @@ func (o *backupSpecFlags) bind(fl *pflag.FlagSet, target string) {
 	fl.Var(&o.snapshotMoveData, "snapshot-move-data", "move snapshot data to the storage location (refused by the server: Lifeboat has no data mover)")
 	fl.Lookup("snapshot-move-data").NoOptDefVal = "true"
 	fl.StringVar(&o.dataMover, "data-mover", "", "data mover for --snapshot-move-data (refused by the server: Lifeboat has no data mover)")
-	fl.IntVar(&o.parallelFilesUpload, "parallel-files-upload", 0, "files the file-system uploader sends at once (refused by the server: Lifeboat has no file-system uploader)")
+	fl.IntVar(&o.parallelFilesUpload, "parallel-files-upload", 0, "files the node agent reads at once for the backup's file-system backup volumes (default: one per CPU of the node)")
 }
 
 // parseOrderedResources reads Velero's --ordered-resources syntax:
