@@ -43,10 +43,10 @@ const (
 // (versitygw, over TLS unless -fs-tls=false), a fresh local cluster, the
 // server and `lifeboat node-agent` as processes on this machine, the
 // kubelet's pod directory a directory of the work directory laid out as
-// the kubelet lays it out. First a small volume (-fs-small-bytes), one
-// run, with a node agent of its own so that its peak RSS is that
-// volume's; then the measured volume (-fs-bytes), warm-ups and runs, with
-// a fresh node agent.
+// the kubelet lays it out. First a small volume (-fs-small-bytes): the
+// warm-ups and one run, with a node agent of its own so that its peak RSS
+// is that volume's; then the measured volume (-fs-bytes), warm-ups and
+// runs, with a fresh node agent.
 func measureFS(ctx context.Context, c config) (res fsResult, err error) {
 	res.TLS = c.fsTLS
 	m, err := setUpFS(ctx, c)
@@ -55,7 +55,7 @@ func measureFS(ctx context.Context, c config) (res fsResult, err error) {
 	}
 	defer m.close()
 	if c.fsSmallBytes > 0 {
-		v, err := m.volume(ctx, "small", c.fsSmallBytes, 0, 1)
+		v, err := m.volume(ctx, "small", c.fsSmallBytes, c.warmup, 1)
 		res.Small = &v
 		if err != nil {
 			return res, fmt.Errorf("volume of %s: %w", mib(c.fsSmallBytes), err)
@@ -500,6 +500,9 @@ func (m *fsMeasure) lifeboat(ctx context.Context, name, ns string, want fstree.S
 		ObjectMeta: metav1.ObjectMeta{Namespace: serverNamespace, Name: name},
 		Spec:       v1.BackupSpec{IncludedNamespaces: []string{ns}, StorageLocation: locationName},
 	}
+	if m.c.fsParallelFiles > 0 {
+		bk.Spec.UploaderConfig = &v1.UploaderConfigForBackup{ParallelFilesUpload: m.c.fsParallelFiles}
+	}
 	t, err := createAndWait(ctx, m.e.k, srv, bk, &v1.BackupList{}, m.c.backupTimeout,
 		func(b *v1.Backup) string { return string(b.Status.Phase) }, backupFinished)
 	if err != nil {
@@ -665,7 +668,7 @@ func writeFSReport(w io.Writer, c config, res fsResult) {
 		transport = "plain HTTP"
 	}
 	fmt.Fprintf(w, "## File-system backup: a volume of mixed files vs. the floor (%d runs, medians)\n\n", c.runs)
-	fmt.Fprintln(w, "| volume MiB | files | runs | floor s | lifeboat s | ratio (lifeboat/floor) | floor MiB/s | lifeboat MiB/s | incremental s | floor stored MiB | lifeboat stored MiB | node agent peak RSS MiB |")
+	fmt.Fprintln(w, "| volume MiB | files | runs | floor s | lifeboat s | ratio (lifeboat/floor) | floor MiB/s | lifeboat MiB/s | incremental s | floor stored MiB | lifeboat stored MiB | node agent VmHWM after run 1 MiB |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	vols := []fsVolumeResult{}
 	if res.Small != nil {
@@ -679,16 +682,19 @@ func writeFSReport(w io.Writer, c config, res fsResult) {
 		f, l, r, inc, fst, lst := v.medians()
 		mb := float64(v.Tree.Bytes) / (1 << 20)
 		fmt.Fprintf(w, "| %.0f | %d | %d | %.2f | %.2f | %.2f | %.0f | %.0f | %.2f | %.0f | %.0f | %.1f |\n",
-			mb, v.Tree.Files, len(v.Runs), f, l, r, mb/f, mb/l, inc, fst/(1<<20), lst/(1<<20), kibToMiB(v.AgentPeakRSSKiB))
+			mb, v.Tree.Files, len(v.Runs), f, l, r, mb/f, mb/l, inc, fst/(1<<20), lst/(1<<20), kibToMiB(v.Runs[0].Incremental.PeakRSSKiB))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Ratios are of times (above 1: Lifeboat is slower), per run, then the median. The volume is `bench/internal/fstree` (seed %d): 30 %% small files (256 B-64 KiB), 10 %% medium (256 KiB-4 MiB), 60 %% a few large (up to 128 MiB), text, random and 8 KiB pages of both. Store: versitygw over %s, one bucket. Floor: `bench/fsfloor` (tar | zstd default level | multipart upload, 16 MiB parts, 2 in flight) from process start to exit. Lifeboat: a Backup of the pod's namespace (volume annotated for fs-backup), from the create call to Completed, its PodVolumeBackup Completed with the volume's bytes; the server and `lifeboat node-agent` run as processes, the node agent reading the kubelet's pod directory laid out as the kubelet does. Each run in a namespace, so a repository, of its own (created before the timed window); incremental: a second backup of the same volume, unchanged, right after. Node agent peak RSS: VmHWM of a node agent process that backed up only that volume; %d warm-up run(s) of the measured volume, not counted; %s idle before each side.",
+	fmt.Fprintf(w, "Ratios are of times (above 1: Lifeboat is slower), per run, then the median. The volume is `bench/internal/fstree` (seed %d): 30 %% small files (256 B-64 KiB), 10 %% medium (256 KiB-4 MiB), 60 %% a few large (up to 128 MiB), text, random and 8 KiB pages of both. Store: versitygw over %s, one bucket. Floor: `bench/fsfloor` (tar | zstd default level | multipart upload, 16 MiB parts, 2 in flight) from process start to exit. Lifeboat: a Backup of the pod's namespace (volume annotated for fs-backup), from the create call to Completed, its PodVolumeBackup Completed with the volume's bytes; the server and `lifeboat node-agent` run as processes, the node agent reading the kubelet's pod directory laid out as the kubelet does. Each run in a namespace, so a repository, of its own (created before the timed window); incremental: a second backup of the same volume, unchanged, right after. Node agent VmHWM: of a node agent process that backed up only that volume, read after the warm-up(s) and the first run's incremental backup, so that both volumes count the same backups (each run's repository stays open in the node agent); %d warm-up run(s) of each volume, not counted; %s idle before each side.",
 		fsTreeSeed, transport, c.warmup, c.pause)
 	if len(c.serverArgs) > 0 {
 		fmt.Fprintf(w, " The server ran with `%s`.", strings.Join(c.serverArgs, " "))
 	}
 	if len(c.nodeAgentArgs) > 0 {
 		fmt.Fprintf(w, " The node agent ran with `%s`.", strings.Join(c.nodeAgentArgs, " "))
+	}
+	if c.fsParallelFiles > 0 {
+		fmt.Fprintf(w, " The Backups set uploaderConfig.parallelFilesUpload %d.", c.fsParallelFiles)
 	}
 	fmt.Fprint(w, "\n\n")
 
@@ -711,9 +717,9 @@ func writeFSReport(w io.Writer, c config, res fsResult) {
 	}
 	fmt.Fprintln(w)
 	for _, v := range vols {
-		fmt.Fprintf(w, "- %s volume: %d files (%d small, %d medium, %d large) in %d directories, %.1f MiB, generated in %.1f s; floor peak RSS %s\n",
+		fmt.Fprintf(w, "- %s volume: %d files (%d small, %d medium, %d large) in %d directories, %.1f MiB, generated in %.1f s; floor peak RSS %s; node agent VmHWM after all %d run(s) %.1f MiB\n",
 			v.Label, v.Tree.Files, v.Tree.SmallFiles, v.Tree.MediumFiles, v.Tree.LargeFiles, v.Tree.Dirs, float64(v.Tree.Bytes)/(1<<20), v.GenerateSeconds,
-			floorRSS(v.Runs))
+			floorRSS(v.Runs), len(v.Runs), kibToMiB(v.AgentPeakRSSKiB))
 	}
 }
 

@@ -89,6 +89,7 @@ type config struct {
 	fsFloorBin            string
 	fsTLS                 bool
 	fsProfileDir          string
+	fsParallelFiles       int
 	nodeAgentArgs         []string
 
 	serverArgs     []string
@@ -124,6 +125,7 @@ func main() {
 	flag.StringVar(&c.fsFloorBin, "fsfloor", "", "the file-system floor binary (go build ./bench/fsfloor); needed for -fs-bytes")
 	flag.BoolVar(&c.fsTLS, "fs-tls", true, "file-system backup: serve the S3 store over HTTPS (as deployments do); false: plain HTTP")
 	flag.StringVar(&c.fsProfileDir, "fs-profile-dir", "", "file-system backup: write each node agent's CPU profile (go tool pprof) into this directory")
+	flag.IntVar(&c.fsParallelFiles, "fs-parallel-files", 0, "file-system backup: the Backups' uploaderConfig.parallelFilesUpload (files read at once; 0: unset, one per CPU)")
 	flag.StringVar(&nodeAgentArgs, "node-agent-args", "", "extra arguments for `lifeboat node-agent`, space-separated")
 	flag.StringVar(&pluginSizes, "plugin-n", "", "comma-separated numbers of ConfigMaps to back up with and without one external BackupItemAction (-plugin), one measurement each (empty: no plugin measurement)")
 	flag.BoolVar(&skipBackup, "skip-backup", false, "no backup throughput measurement (ignore -n)")
