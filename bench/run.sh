@@ -4,8 +4,10 @@
 # current, and prints markdown tables of Lifeboat's backup and restore
 # throughput and memory against floors measured in the same run, of what
 # one external BackupItemAction on every item costs a backup, of backup
-# deletion, and of a backup and deletion of CSI snapshots against a plain
-# program's (bench/csifloor). See bench/README.md.
+# deletion, of a backup and deletion of CSI snapshots against a plain
+# program's (bench/csifloor), and of a file-system backup of a volume of
+# mixed files against a plain program writing them compressed to the same
+# S3 store (bench/fsfloor). See bench/README.md.
 #
 #   BENCH_N            backup: comma-separated numbers of ConfigMaps (default 2000,10000,50000)
 #   BENCH_SKIP_BACKUP  1: no backup throughput measurement
@@ -17,6 +19,9 @@
 #   BENCH_SKIP_DELETE  1: no deletion measurement
 #   BENCH_CSI_N        CSI snapshots: comma-separated numbers of claims backed up with snapshots and deleted (default 100)
 #   BENCH_SKIP_CSI     1: no CSI measurement
+#   BENCH_FS_BYTES     file-system backup: the volume's size (default 1Gi; bytes or a quantity such as 512Mi)
+#   BENCH_FS_SMALL_BYTES file-system backup: a second, smaller volume for the node agent's RSS (default 256Mi; 0: none)
+#   BENCH_SKIP_FS      1: no file-system backup measurement
 #   BENCH_SKIP_POLICY  1: no volume policy evaluation measurement (10,000 claims, 20,000 pods)
 #   BENCH_RUNS         measured runs per N of every measurement; the tables show medians (default 3)
 #   BENCH_WARMUP       unmeasured backup runs of each side per N first (default 1; plugin: per server process; CSI: backups and deletions)
@@ -91,6 +96,16 @@ if [[ -n "$csi_n" ]]; then
 	"$GO" build -o "$tools/csifloor" ./bench/csifloor
 	csi_args=(-csi-n "$csi_n" -csifloor "$tools/csifloor")
 fi
+fs_args=()
+if [[ "${BENCH_SKIP_FS:-}" != 1 ]]; then
+	# versitygw, the S3 server (cached build).
+	if [[ -z "${LIFEBOAT_VERSITYGW:-}" ]]; then
+		LIFEBOAT_VERSITYGW=$(hack/versitygw.sh)
+		export LIFEBOAT_VERSITYGW
+	fi
+	"$GO" build -o "$tools/fsfloor" ./bench/fsfloor
+	fs_args=(-fs-bytes "${BENCH_FS_BYTES:-1Gi}" -fs-small-bytes "${BENCH_FS_SMALL_BYTES:-256Mi}" -fsfloor "$tools/fsfloor")
+fi
 args=(
 	-n "${BENCH_N:-2000,10000,50000}"
 	-restore-n "$restore_n"
@@ -103,6 +118,7 @@ args=(
 	"${plugin_args[@]}"
 	"${delete_args[@]}"
 	"${csi_args[@]}"
+	"${fs_args[@]}"
 )
 if [[ "${BENCH_SKIP_BACKUP:-}" == 1 ]]; then
 	args+=(-skip-backup)

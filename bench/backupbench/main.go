@@ -27,6 +27,13 @@
 // floor (bench/csifloor) taking the same snapshots, then each side's
 // deletion of its snapshots.
 //
+// File-system backup (-fs-bytes): a volume of mixed files in a pod's
+// emptyDir, backed up with fs-backup by the server and `lifeboat
+// node-agent` into versitygw, against bench/fsfloor writing the same files
+// compressed into the same store; then an incremental backup of the
+// unchanged volume, and the node agent's peak RSS at a second, smaller
+// size (-fs-small-bytes).
+//
 // It prints markdown tables of medians and the raw per-run numbers;
 // bench/run.sh is its usual entry point and bench/README.md explains the
 // figures.
@@ -47,6 +54,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
@@ -74,6 +82,16 @@ type config struct {
 	// ./bench/csifloor); csiVolumeBytes what each claim's volume holds.
 	csiFloorBin    string
 	csiVolumeBytes int
+	// fsBytes is the file-system measurement's volume (0: none),
+	// fsSmallBytes the second size whose node agent RSS is compared;
+	// fsFloorBin is go build ./bench/fsfloor.
+	fsBytes, fsSmallBytes int64
+	fsFloorBin            string
+	fsTLS                 bool
+	fsProfileDir          string
+	fsParallelFiles       int
+	nodeAgentArgs         []string
+
 	serverArgs     []string
 	workDir        string
 	keep           bool
@@ -88,10 +106,12 @@ func (c config) restore() bool  { return len(c.restoreSizes) > 0 }
 func (c config) plugin() bool   { return len(c.pluginSizes) > 0 }
 func (c config) deletion() bool { return len(c.deleteSizes) > 0 }
 func (c config) csi() bool      { return len(c.csiSizes) > 0 }
+func (c config) fs() bool       { return c.fsBytes > 0 }
 
 func main() {
 	var c config
 	var sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes, serverArgs string
+	var fsBytes, fsSmallBytes, nodeAgentArgs string
 	var skipBackup bool
 	flag.StringVar(&sizes, "n", "2000,10000,50000", "comma-separated numbers of ConfigMaps to back up, one measurement each")
 	flag.StringVar(&restoreSizes, "restore-n", "", "comma-separated numbers of ConfigMaps to restore, one measurement each (empty: no restore measurement)")
@@ -100,6 +120,13 @@ func main() {
 	flag.StringVar(&csiSizes, "csi-n", "", "comma-separated numbers of CSI claims to back up with snapshots and delete, against -csifloor, one measurement each (empty: no CSI measurement)")
 	flag.StringVar(&c.csiFloorBin, "csifloor", "", "the CSI floor binary (go build ./bench/csifloor); needed for -csi-n")
 	flag.IntVar(&c.csiVolumeBytes, "csi-volume-bytes", 64<<10, "bytes written into each claim's volume (the driver's state directory) before the backups, so each snapshot copies a file")
+	flag.StringVar(&fsBytes, "fs-bytes", "", "file-system backup: size of the volume of mixed files to back up with fs-backup against -fsfloor, e.g. 1Gi (empty: no file-system measurement)")
+	flag.StringVar(&fsSmallBytes, "fs-small-bytes", "256Mi", "file-system backup: a second, smaller volume backed up once by a node agent of its own, to compare its peak RSS (0: none)")
+	flag.StringVar(&c.fsFloorBin, "fsfloor", "", "the file-system floor binary (go build ./bench/fsfloor); needed for -fs-bytes")
+	flag.BoolVar(&c.fsTLS, "fs-tls", true, "file-system backup: serve the S3 store over HTTPS (as deployments do); false: plain HTTP")
+	flag.StringVar(&c.fsProfileDir, "fs-profile-dir", "", "file-system backup: write each node agent's CPU profile (go tool pprof) into this directory")
+	flag.IntVar(&c.fsParallelFiles, "fs-parallel-files", 0, "file-system backup: the Backups' uploaderConfig.parallelFilesUpload (files read at once; 0: unset, one per CPU)")
+	flag.StringVar(&nodeAgentArgs, "node-agent-args", "", "extra arguments for `lifeboat node-agent`, space-separated")
 	flag.StringVar(&pluginSizes, "plugin-n", "", "comma-separated numbers of ConfigMaps to back up with and without one external BackupItemAction (-plugin), one measurement each (empty: no plugin measurement)")
 	flag.BoolVar(&skipBackup, "skip-backup", false, "no backup throughput measurement (ignore -n)")
 	flag.IntVar(&c.runs, "runs", 3, "measured runs of each side per N, backup and restore; the tables report medians")
@@ -130,7 +157,15 @@ func main() {
 		sizes = ""
 	}
 	c.serverArgs = strings.Fields(serverArgs)
-	if err := c.validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes); err != nil {
+	c.nodeAgentArgs = strings.Fields(nodeAgentArgs)
+	var err error
+	if c.fsBytes, err = parseBytes("-fs-bytes", fsBytes); err == nil {
+		c.fsSmallBytes, err = parseBytes("-fs-small-bytes", fsSmallBytes)
+	}
+	if err == nil {
+		err = c.validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "backupbench:", err)
 		os.Exit(2)
 	}
@@ -138,7 +173,7 @@ func main() {
 	// are stopped cleanly; Pdeathsig covers the case where we are killed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	results, restores, plugins, deletes, csis, err := run(ctx, c)
+	results, restores, plugins, deletes, csis, fsRes, err := run(ctx, c)
 	if len(results) > 0 {
 		writeReport(os.Stdout, c, results)
 	}
@@ -166,8 +201,14 @@ func main() {
 		}
 		writeCSIReport(os.Stdout, c, csis)
 	}
-	if c.jsonOut != "" && len(results)+len(restores)+len(plugins)+len(deletes)+len(csis) > 0 {
-		if jerr := writeJSON(c.jsonOut, c, results, restores, plugins, deletes, csis); jerr != nil {
+	if fsRes != nil {
+		if len(results)+len(restores)+len(plugins)+len(deletes)+len(csis) > 0 {
+			fmt.Fprintln(os.Stdout)
+		}
+		writeFSReport(os.Stdout, c, *fsRes)
+	}
+	if c.jsonOut != "" && (len(results)+len(restores)+len(plugins)+len(deletes)+len(csis) > 0 || fsRes != nil) {
+		if jerr := writeJSON(c.jsonOut, c, results, restores, plugins, deletes, csis, fsRes); jerr != nil {
 			fmt.Fprintln(os.Stderr, "backupbench:", jerr)
 		}
 	}
@@ -175,6 +216,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "backupbench:", err)
 		os.Exit(1)
 	}
+}
+
+// parseBytes reads a size such as 1Gi, 256Mi or 1073741824; empty is 0.
+func parseBytes(flagName, s string) (int64, error) {
+	if strings.TrimSpace(s) == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(strings.TrimSpace(s))
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("invalid size %q in %s: want bytes, or a quantity such as 256Mi or 1Gi", s, flagName)
+	}
+	return q.Value(), nil
 }
 
 func parseSizes(flagName, s string) ([]int, error) {
@@ -211,8 +264,8 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 		return err
 	}
 	switch {
-	case !c.backup() && !c.restore() && !c.plugin() && !c.deletion() && !c.csi():
-		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n, -plugin-n, -delete-n and -csi-n name no sizes")
+	case !c.backup() && !c.restore() && !c.plugin() && !c.deletion() && !c.csi() && !c.fs():
+		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n, -plugin-n, -delete-n, -csi-n and -fs-bytes name no sizes")
 	case c.runs < 1:
 		return errors.New("-runs must be at least 1")
 	case c.warmup < 0 || c.restoreWarmup < 0:
@@ -235,6 +288,8 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 		return errors.New("-csifloor is required to measure CSI snapshots (go build -o CSIFLOOR ./bench/csifloor)")
 	case c.csiVolumeBytes < 0:
 		return errors.New("-csi-volume-bytes must not be negative")
+	case c.fs() && c.fsFloorBin == "":
+		return errors.New("-fsfloor is required to measure file-system backup (go build -o FSFLOOR ./bench/fsfloor)")
 	}
 	bins := []*string{&c.lifeboatBin}
 	if c.backup() {
@@ -252,6 +307,9 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 	if c.csi() {
 		bins = append(bins, &c.csiFloorBin)
 	}
+	if c.fs() {
+		bins = append(bins, &c.fsFloorBin)
+	}
 	for _, p := range bins {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
@@ -266,13 +324,14 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 }
 
 // run measures every N in turn, each against a fresh cluster, backups
-// first, then restores, plugin overhead, deletions and CSI snapshots, and
-// returns what it measured even when a later N fails.
-func run(ctx context.Context, c config) (results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult, csis []csiSizeResult, err error) {
+// first, then restores, plugin overhead, deletions, CSI snapshots and
+// file-system backup, and returns what it measured even when a later N
+// fails.
+func run(ctx context.Context, c config) (results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult, csis []csiSizeResult, fsRes *fsResult, err error) {
 	if c.workDir == "" {
 		dir, err := os.MkdirTemp("", "lifeboat-bench-")
 		if err != nil {
-			return nil, nil, nil, nil, nil, fmt.Errorf("creating work directory: %w", err)
+			return nil, nil, nil, nil, nil, nil, fmt.Errorf("creating work directory: %w", err)
 		}
 		c.workDir = dir
 		if !c.keep {
@@ -282,21 +341,33 @@ func run(ctx context.Context, c config) (results []sizeResult, restores []restor
 	logf("work directory %s", c.workDir)
 	results, restores, plugins, deletes, err = runConfigMaps(ctx, c)
 	if err != nil {
-		return results, restores, plugins, deletes, nil, err
+		return results, restores, plugins, deletes, nil, nil, err
 	}
 	for _, n := range c.csiSizes {
 		if err := ctx.Err(); err != nil {
-			return results, restores, plugins, deletes, csis, err
+			return results, restores, plugins, deletes, csis, nil, err
 		}
 		res, err := measureCSISize(ctx, c, n)
 		if len(res.Runs) > 0 {
 			csis = append(csis, res)
 		}
 		if err != nil {
-			return results, restores, plugins, deletes, csis, fmt.Errorf("CSI N=%d: %w", n, err)
+			return results, restores, plugins, deletes, csis, nil, fmt.Errorf("CSI N=%d: %w", n, err)
 		}
 	}
-	return results, restores, plugins, deletes, csis, nil
+	if c.fs() {
+		if err := ctx.Err(); err != nil {
+			return results, restores, plugins, deletes, csis, nil, err
+		}
+		res, err := measureFS(ctx, c)
+		if len(res.Main.Runs) > 0 || res.Small != nil && len(res.Small.Runs) > 0 {
+			fsRes = &res
+		}
+		if err != nil {
+			return results, restores, plugins, deletes, csis, fsRes, fmt.Errorf("file-system backup: %w", err)
+		}
+	}
+	return results, restores, plugins, deletes, csis, fsRes, nil
 }
 
 // runConfigMaps runs the measurements over ConfigMaps.
@@ -410,7 +481,7 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult, csis []csiSizeResult) error {
+func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult, csis []csiSizeResult, fsRes *fsResult) error {
 	data, err := json.MarshalIndent(struct {
 		Runs          int                 `json:"runs"`
 		Warmup        int                 `json:"warmup"`
@@ -422,7 +493,8 @@ func writeJSON(path string, c config, results []sizeResult, restores []restoreSi
 		Plugins       []pluginSizeResult  `json:"plugins,omitempty"`
 		Deletes       []deleteSizeResult  `json:"deletes,omitempty"`
 		CSI           []csiSizeResult     `json:"csi,omitempty"`
-	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores, plugins, deletes, csis}, "", "  ")
+		FS            *fsResult           `json:"fs,omitempty"`
+	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores, plugins, deletes, csis, fsRes}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)
 	}

@@ -42,15 +42,21 @@ type serverProcess struct {
 // benchmark's own, so they can override them. env is added to the
 // environment the server inherits (and passes on to plugin processes).
 func startServer(bin, kubeconfig, logPath string, extra, env []string) (*serverProcess, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("creating server log: %w", err)
-	}
 	// Metrics and health endpoints are off: they are not what is measured,
 	// and fixed ports would collide with anything else on the machine.
 	args := []string{"server", "--kubeconfig", kubeconfig, "-n", serverNamespace,
 		"--metrics-address", "0", "--health-address", "0", "--log-level", "warn"}
-	cmd := exec.Command(bin, append(args, extra...)...)
+	return startLifeboat(bin, append(args, extra...), logPath, env)
+}
+
+// startLifeboat starts `lifeboat <args>` (a server or a node agent),
+// logging to logPath, killed by the kernel if the orchestrator dies.
+func startLifeboat(bin string, args []string, logPath string, env []string) (*serverProcess, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating log %s: %w", logPath, err)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childAttr()
 	if len(env) > 0 {
@@ -58,7 +64,7 @@ func startServer(bin, kubeconfig, logPath string, extra, env []string) (*serverP
 	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s server: %w", bin, err)
+		return nil, fmt.Errorf("starting %s %s: %w", bin, args[0], err)
 	}
 	s := &serverProcess{cmd: cmd, logPath: logPath, logFile: logFile, done: make(chan struct{})}
 	go func() {
@@ -212,9 +218,17 @@ type childRun struct {
 // to exit. Its peak RSS must come from the program itself (VmHWM), not from
 // the child's ru_maxrss: see bench/internal/selfrss.
 func runChild(ctx context.Context, bin, what string, timeout time.Duration, args ...string) (childRun, error) {
+	return runChildEnv(ctx, nil, bin, what, timeout, args...)
+}
+
+// runChildEnv is runChild with env added to the inherited environment.
+func runChildEnv(ctx context.Context, env []string, bin, what string, timeout time.Duration, args ...string) (childRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = childAttr()

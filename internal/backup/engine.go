@@ -63,7 +63,8 @@ type Engine struct {
 	// FSBackupTimeout bounds the wait for a backup's PodVolumeBackups
 	// (Velero's --fs-backup-timeout); 0 is DefaultFSBackupTimeout.
 	FSBackupTimeout time.Duration
-	// podVolumePoll is how often PodVolumeBackups are looked at; 0 is 2s.
+	// podVolumePoll is the longest wait between two looks at the
+	// PodVolumeBackups (the first come sooner); 0 is 2s.
 	podVolumePoll time.Duration
 }
 

@@ -360,10 +360,18 @@ func podVolumeFinal(p v1.PodVolumePhase) bool {
 // (spec.cancel) and returned as they are, marked Canceled with a message
 // saying why. The result is sorted by name.
 func (r *run) waitPodVolumeBackups(ctx context.Context, created map[string]podVolumeRef, deadline time.Time) []v1.PodVolumeBackup {
-	poll := r.e.podVolumePoll
-	if poll <= 0 {
-		poll = 2 * time.Second
+	maxPoll := r.e.podVolumePoll
+	if maxPoll <= 0 {
+		maxPoll = 2 * time.Second
 	}
+	// A tenth of the time waited so far, from 50 ms up to maxPoll: a
+	// small or unchanged volume is done in a fraction of a second, and a
+	// flat 2 s poll would double such a backup's time; the end of any
+	// transfer is seen within a tenth of its time (doubling the wait
+	// overshot by up to its last step); a long one is still looked at
+	// every 2 s.
+	started := time.Now()
+	nextPoll := func() time.Duration { return min(max(time.Since(started)/10, 50*time.Millisecond), maxPoll) }
 	r.log.Info("waiting for the pod volume backups", "count", len(created), "deadline", deadline.UTC().Format(time.RFC3339))
 	last := map[string]v1.PodVolumeBackup{}
 	for {
@@ -399,7 +407,7 @@ func (r *run) waitPodVolumeBackups(ctx context.Context, created map[string]podVo
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(min(poll, time.Until(deadline)+time.Millisecond)):
+		case <-time.After(min(nextPoll(), time.Until(deadline)+time.Millisecond)):
 		}
 	}
 	out := make([]v1.PodVolumeBackup, 0, len(created))

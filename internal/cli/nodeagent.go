@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ var runNodeAgent = nodeagent.Run
 func newNodeAgentCommand(f *Factory) *cobra.Command {
 	opts := nodeagent.DefaultOptions()
 	opts.NodeName = os.Getenv("NODE_NAME")
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "node-agent",
 		Short: "Run the node agent: file-system backup and restore of the pod volumes of this node",
@@ -37,6 +39,13 @@ func newNodeAgentCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			if err := runNodeAgent(cmd.Context(), cfg, opts, nodeAgentDataPath); err != nil {
 				return f.explain(fmt.Errorf("node agent: %w", err))
 			}
@@ -53,5 +62,27 @@ func newNodeAgentCommand(f *Factory) *cobra.Command {
 	fl.IntVar(&opts.ClientBurst, "client-burst", opts.ClientBurst, "burst of queries above --client-qps")
 	fl.StringVar(&opts.LogLevel, "log-level", opts.LogLevel, "log level: debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", opts.LogFormat, "log format: text or json")
+	// For the file-system backup benchmark (bench/README.md): where the
+	// node agent's CPU goes, over its whole life, for go tool pprof.
+	fl.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the process to this file when it stops")
+	_ = fl.MarkHidden("cpu-profile")
+	fl.StringVar(&opts.ProfilingAddress, "profiling-address", "", "serve net/http/pprof on this address (go tool pprof http://ADDRESS/debug/pprof/heap)")
+	_ = fl.MarkHidden("profiling-address")
 	return cmd
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -2,6 +2,9 @@ package cli
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
 
@@ -31,6 +34,34 @@ func TestNodeAgentFlags(t *testing.T) {
 	}
 	if gotDP == nil {
 		t.Error("the node agent got no data path: every transfer would fail")
+	}
+}
+
+// The benchmark's hidden --cpu-profile writes a profile go tool pprof
+// reads, once the node agent has returned, and a bad path stops the start.
+func TestNodeAgentCPUProfile(t *testing.T) {
+	profiling := false
+	runNodeAgent = func(context.Context, *rest.Config, nodeagent.Options, nodeagent.DataPathFactory) error {
+		// StartCPUProfile refuses a second profile: proof one is running.
+		profiling = pprof.StartCPUProfile(&strings.Builder{}) != nil
+		return nil
+	}
+	t.Cleanup(func() { runNodeAgent = nodeagent.Run })
+	t.Setenv("NODE_NAME", "node-a")
+	kubeconfig := writeKubeconfig(t, "https://127.0.0.1:1")
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	if err := runReal(t, "node-agent", "--kubeconfig", kubeconfig, "--cpu-profile", path); err != nil {
+		t.Fatal(err)
+	}
+	if !profiling {
+		t.Error("no CPU profile was running while the node agent ran")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Errorf("profile %s: %v, %v; want a non-empty file", path, fi, err)
+	}
+	err := runReal(t, "node-agent", "--kubeconfig", kubeconfig, "--cpu-profile", filepath.Join(path, "no", "such"))
+	if err == nil || !strings.Contains(err.Error(), "--cpu-profile") {
+		t.Fatalf("error %v: want one naming --cpu-profile", err)
 	}
 }
 

@@ -64,6 +64,7 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl.DurationVar(&opts.BackupSyncPeriod, "backup-sync-period", opts.BackupSyncPeriod, "how often backups in storage locations are synced into the cluster when a location sets no backupSyncPeriod (0 disables)")
 	fl.DurationVar(&opts.ItemOperationSyncFrequency, "item-operation-sync-frequency", opts.ItemOperationSyncFrequency, "how often asynchronous plugin operations are polled")
 	fl.DurationVar(&opts.FSBackupTimeout, "fs-backup-timeout", opts.FSBackupTimeout, "how long a backup waits for its pod volume backups (file-system backup by the node agent); those not ended then are cancelled and the backup ends PartiallyFailed")
+	fl.StringVar(&opts.FSBackupCompression, "fs-backup-compression", opts.FSBackupCompression, "kopia compressor of the file-system backup repositories this server creates, e.g. zstd-fastest or s2-default (none, as Velero, by default; existing repositories keep theirs)")
 	fl.IntVar(&opts.DeleteItemActionWorkers, "delete-item-action-workers", opts.DeleteItemActionWorkers, "concurrent DeleteItemAction calls while a backup is deleted")
 	fl.IntVar(&opts.DeletionMaxAttempts, "deletion-max-attempts", opts.DeletionMaxAttempts, "attempts at a backup deletion before its request ends Failed")
 	fl.DurationVar(&opts.DeletionRetryBase, "deletion-retry-base", opts.DeletionRetryBase, "wait after a failed deletion attempt; doubles after each further one (at most 1h)")

@@ -67,6 +67,9 @@ func TestBackupCompletesWithVeleroStatus(t *testing.T) {
 	if req.Repository.VolumeNamespace != f.ns || req.Repository.Location == nil || req.Repository.Location.Name != "default" || req.Tags["backup"] != "b1" {
 		t.Errorf("request repository %+v tags %v: want namespace %s, location default, the PVB's tags", req.Repository, req.Tags, f.ns)
 	}
+	if req.ParallelFilesUpload != 3 {
+		t.Errorf("request parallel file reads %d: want the PVB's (ParallelFilesUpload 3)", req.ParallelFilesUpload)
+	}
 }
 
 func TestBackupOfAnotherNodeIsLeftAlone(t *testing.T) {

@@ -39,6 +39,9 @@ type Options struct {
 	// /healthz and /readyz; "0" disables either.
 	MetricsAddress string
 	HealthAddress  string
+	// ProfilingAddress serves net/http/pprof ("" or "0": off), for
+	// looking at a transfer's memory and CPU while it runs.
+	ProfilingAddress string
 	// Concurrency bounds the transfers running at once on this node
 	// (Velero's default load concurrency is 1).
 	Concurrency int

@@ -73,6 +73,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, newDataPath DataPa
 		}},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddress},
 		HealthProbeBindAddress:  opts.HealthAddress,
+		PprofBindAddress:        pprofAddress(opts.ProfilingAddress),
 		GracefulShutdownTimeout: ptr.To(30 * time.Second),
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -140,6 +141,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, newDataPath DataPa
 		return fmt.Errorf("running controllers: %w", err)
 	}
 	return nil
+}
+
+func pprofAddress(addr string) string {
+	if addr == "0" {
+		return ""
+	}
+	return addr
 }
 
 // lose ends a transfer's status Failed with message; false when, read

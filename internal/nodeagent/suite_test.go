@@ -162,6 +162,8 @@ func (f *fixture) pvb(name string, p *corev1.Pod, node, volume string) *v1.PodVo
 			Node: node, Volume: volume, BackupStorageLocation: "default", UploaderType: "kopia",
 			Pod:  corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
 			Tags: map[string]string{"backup": "b1", "volume": volume},
+			// As a Backup with uploaderConfig.parallelFilesUpload makes it.
+			UploaderSettings: map[string]string{"ParallelFilesUpload": "3"},
 		},
 	}
 	f.create(pvb)

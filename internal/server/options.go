@@ -46,6 +46,10 @@ type Options struct {
 	// FSBackupTimeout bounds how long a backup waits for its
 	// PodVolumeBackups (Velero's --fs-backup-timeout).
 	FSBackupTimeout time.Duration
+	// FSBackupCompression is the kopia compressor of the file-system
+	// backup repositories this server creates ("none", Velero's, by
+	// default); existing repositories keep theirs.
+	FSBackupCompression string
 	// DeleteItemActionWorkers bounds concurrent DeleteItemAction calls
 	// while one backup is deleted.
 	DeleteItemActionWorkers int
@@ -158,6 +162,7 @@ func DefaultOptions() Options {
 		PluginIdleTimeout:            pluginhost.DefaultIdleTimeout,
 		ItemOperationSyncFrequency:   10 * time.Second,
 		FSBackupTimeout:              4 * time.Hour,
+		FSBackupCompression:          "none",
 		DeleteItemActionWorkers:      8,
 		DeletionMaxAttempts:          5,
 		DeletionRetryBase:            30 * time.Second,

@@ -207,6 +207,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	repos := &repository.Manager{
 		Storage: resolver, Secrets: acc.Reader, Namespace: opts.Namespace,
 		WorkDir: work.Path(), Log: log.With("component", "repositories"),
+		Compression: opts.FSBackupCompression,
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)

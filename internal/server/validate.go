@@ -9,6 +9,7 @@ import (
 
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/pluginhost"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
 )
 
 // LogLevels and LogFormats are what --log-level and --log-format take.
@@ -65,6 +66,9 @@ func (o Options) Validate() error {
 	notNegative("backup-sync-period", o.BackupSyncPeriod, "turns the sync off")
 	positive("item-operation-sync-frequency", o.ItemOperationSyncFrequency, "10s")
 	positive("fs-backup-timeout", o.FSBackupTimeout, "4h")
+	if err := repository.CheckCompression(o.FSBackupCompression); err != nil {
+		bad("--fs-backup-compression: %v", err)
+	}
 	positive("deletion-retry-base", o.DeletionRetryBase, "30s")
 	positive("plugin-idle-timeout", o.PluginIdleTimeout, "5m")
 	if o.ClientQPS == 0 || o.ClientQPS < -1 {

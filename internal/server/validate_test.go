@@ -22,12 +22,13 @@ func TestValidateNamesEveryWrongFlag(t *testing.T) {
 	o.ListWorkers = 0
 	o.ArchiveLimits.MaxRatio = 0
 	o.RetryPeriod = 0
+	o.FSBackupCompression = "brotli"
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("nonsense options accepted")
 	}
 	for _, flag := range []string{"--default-backup-ttl", "--item-operation-sync-frequency", "--backup-sync-period",
-		"--list-workers", "--max-archive-ratio", "--leader-elect-retry-period"} {
+		"--list-workers", "--max-archive-ratio", "--leader-elect-retry-period", `--fs-backup-compression: unknown compressor "brotli"`} {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("error %q does not name %s", err, flag)
 		}

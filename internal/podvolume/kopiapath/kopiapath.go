@@ -25,6 +25,7 @@ import (
 	"github.com/kopia/kopia/fs"
 	"github.com/kopia/kopia/fs/localfs"
 	"github.com/kopia/kopia/repo"
+	"github.com/kopia/kopia/repo/compression"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/policy"
@@ -108,7 +109,11 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 	if err != nil {
 		return podvolume.BackupResult{}, err
 	}
-	if err := policy.SetPolicy(wctx, w, si, veleroPolicy(req.ParallelFilesUpload)); err != nil {
+	compressor, err := repository.Compressor(wctx, w)
+	if err != nil {
+		return podvolume.BackupResult{}, err
+	}
+	if err := policy.SetPolicy(wctx, w, si, veleroPolicy(req.ParallelFilesUpload, compressor)); err != nil {
 		return podvolume.BackupResult{}, fmt.Errorf("setting the snapshot policy: %w", err)
 	}
 	if err := w.Flush(wctx); err != nil {
@@ -176,8 +181,13 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 // ParallelFilesUpload) or else as there are CPUs, manual scheduling.
 // Velero applies ParallelFilesUpload through the policy, not the
 // uploader's own override, so the policy stored in the repository says
-// what the last backup of the source used.
-func veleroPolicy(parallelFiles int) *policy.Policy {
+// what the last backup of the source used. The one difference: a
+// repository whose global policy names a compressor (one Lifeboat created
+// with --fs-backup-compression) compresses with it.
+func veleroPolicy(parallelFiles int, compressor string) *policy.Policy {
+	if compressor == "" {
+		compressor = "none"
+	}
 	keep := policy.OptionalInt(math.MaxInt32)
 	par := policy.OptionalInt(defaultParallel(parallelFiles))
 	above := policy.OptionalInt64(math.MaxInt64)
@@ -187,7 +197,7 @@ func veleroPolicy(parallelFiles int) *policy.Policy {
 			KeepLatest: &keep, KeepAnnual: &keep, KeepDaily: &keep,
 			KeepHourly: &keep, KeepMonthly: &keep, KeepWeekly: &keep,
 		},
-		CompressionPolicy: policy.CompressionPolicy{CompressorName: "none"},
+		CompressionPolicy: policy.CompressionPolicy{CompressorName: compression.Name(compressor)},
 		UploadPolicy: policy.UploadPolicy{
 			MaxParallelFileReads:    &par,
 			ParallelUploadAboveSize: &above,

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/maintenance"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/snapshot"
@@ -107,8 +108,15 @@ func filesystemLocation(t *testing.T) (*v1.BackupStorageLocation, string) {
 
 func newFixture(t *testing.T, bsl *v1.BackupStorageLocation, creds []byte, c client.Client) *fixture {
 	t.Helper()
+	return newFixtureCompressed(t, bsl, creds, c, "")
+}
+
+// newFixtureCompressed is newFixture with a manager that creates
+// repositories with compressor (the server's --fs-backup-compression).
+func newFixtureCompressed(t *testing.T, bsl *v1.BackupStorageLocation, creds []byte, c client.Client, compressor string) *fixture {
+	t.Helper()
 	mgr := &repository.Manager{
-		Storage: staticStorage{creds: creds}, Secrets: c, Namespace: serverNS, WorkDir: t.TempDir(),
+		Storage: staticStorage{creds: creds}, Secrets: c, Namespace: serverNS, WorkDir: t.TempDir(), Compression: compressor,
 	}
 	t.Cleanup(func() {
 		if err := mgr.Close(context.Background()); err != nil {
@@ -504,5 +512,160 @@ func TestRestoreAndParentOfASnapshotAnotherProcessWrote(t *testing.T) {
 	}
 	if man.Stats.NonCachedFiles != 0 {
 		t.Errorf("second backup read %d files again: it missed the other process's snapshot as its parent", man.Stats.NonCachedFiles)
+	}
+}
+
+// Opening writes the connection's config as kopia's Connect would (it
+// is not called: it would open the repository a second time), private
+// to the process, and a location without the repository is ErrNotFound.
+func TestOpenWritesTheConnectionConfigAndTellsAMissingRepository(t *testing.T) {
+	bsl, root := filesystemLocation(t)
+	f := newFixture(t, bsl, nil, passwordClient(t, repository.DefaultPassword))
+	_, release, err := f.mgr.Open(t.Context(), f.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	configs, _ := filepath.Glob(filepath.Join(f.mgr.WorkDir, "kopia", "*", "app", "repository.config"))
+	if len(configs) != 1 {
+		t.Fatalf("connection configs %v: want one under the work directory", configs)
+	}
+	fi, err := os.Stat(configs[0])
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config %s: %v, %v; want mode 0600 (it holds the storage's credentials)", configs[0], fi, err)
+	}
+	lc, err := repo.LoadConfigFromFile(configs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Storage == nil || lc.Storage.Type != "filesystem" || lc.Username != repository.UserName || lc.Hostname != repository.Hostname ||
+		lc.Caching == nil || !strings.HasPrefix(lc.Caching.CacheDirectory, f.mgr.WorkDir) || lc.Caching.ContentCacheSizeLimitBytes == 0 {
+		t.Errorf("config %+v (caching %+v): want the filesystem storage, default@default, a bounded cache in the work directory", lc, lc.Caching)
+	}
+
+	// The storage exists, the repository does not.
+	if err := os.MkdirAll(filepath.Join(root, "bucket", "backups", "kopia", "other"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = f.mgr.Open(t.Context(), podvolume.Repository{Location: bsl, VolumeNamespace: "other"})
+	if !errors.Is(err, repository.ErrNotFound) || !strings.Contains(err.Error(), `namespace "other"`) {
+		t.Fatalf("opening a repository never created = %v, want ErrNotFound naming the namespace", err)
+	}
+}
+
+// packBytes sums the repository's data packs (p blobs) on disk.
+func packBytes(t *testing.T, root string) int64 {
+	t.Helper()
+	var n int64
+	repoDir := filepath.Join(root, "bucket", "backups", "kopia", "app")
+	err := filepath.WalkDir(repoDir, func(p string, d os.DirEntry, err error) error {
+		// The filesystem storage shards blob p1234... under p12/34/...
+		rel, _ := filepath.Rel(repoDir, p)
+		if err != nil || d.IsDir() || !strings.HasPrefix(rel, "p") {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// textVolume is a volume zstd shrinks several times: log-like lines.
+func textVolume(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(3, 4))
+	var b bytes.Buffer
+	for b.Len() < 6<<20 {
+		fmt.Fprintf(&b, "%d level=info msg=%q user=%d status=%d\n", 1_780_000_000+b.Len(), []string{"request handled", "cache miss", "job done"}[r.IntN(3)], r.IntN(1e6), 200+r.IntN(4)*100)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "app.log"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// --fs-backup-compression: a repository the server creates with a
+// compressor has it in its global policy, and the data path compresses
+// with it (and restores byte for byte); a repository that existed before
+// (Velero's, made without one) keeps uploading uncompressed, as Velero's
+// own uploader does.
+func TestCompressionOfNewRepositories(t *testing.T) {
+	src := textVolume(t)
+	want := filetree.Describe(t, src)
+
+	plainLoc, plainRoot := filesystemLocation(t)
+	plain := newFixture(t, plainLoc, nil, passwordClient(t, repository.DefaultPassword))
+	if _, err := plain.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: plain.repo, Path: src, Tags: tags("b1")}); err != nil {
+		t.Fatal(err)
+	}
+	zLoc, zRoot := filesystemLocation(t)
+	z := newFixtureCompressed(t, zLoc, nil, passwordClient(t, repository.DefaultPassword), "zstd-fastest")
+	res, err := z.dp.Backup(t.Context(), podvolume.BackupRequest{Repository: z.repo, Path: src, Tags: tags("b1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, c := packBytes(t, plainRoot), packBytes(t, zRoot); p < 6<<20 || c*3 > p {
+		t.Errorf("packs: %d bytes uncompressed, %d with zstd-fastest; want the volume's 6 MiB, then a third of it or less", p, c)
+	}
+	dst := t.TempDir()
+	if _, err := z.dp.Restore(t.Context(), podvolume.RestoreRequest{Repository: z.repo, SnapshotID: res.SnapshotID, Path: dst}); err != nil {
+		t.Fatal(err)
+	}
+	filetree.Compare(t, want, filetree.Describe(t, dst))
+	rep, release, err := z.mgr.Open(t.Context(), z.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := repository.Compressor(t.Context(), rep); err != nil || c != "zstd-fastest" {
+		t.Errorf("compressor of the new repository = %q, %v; want zstd-fastest", c, err)
+	}
+	release()
+
+	// The uncompressed repository, met by a server started with the flag.
+	again := &repository.Manager{Storage: staticStorage{}, Secrets: passwordClient(t, repository.DefaultPassword), Namespace: serverNS, WorkDir: t.TempDir(), Compression: "zstd-fastest"}
+	t.Cleanup(func() { _ = again.Close(context.Background()) })
+	if err := again.Prepare(t.Context(), plain.repo); err != nil {
+		t.Fatal(err)
+	}
+	before := packBytes(t, plainRoot)
+	dp := &DataPath{Repositories: again}
+	if err := os.WriteFile(filepath.Join(src, "more.log"), bytes.Repeat([]byte("more of the same line\n"), 100_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dp.Backup(t.Context(), podvolume.BackupRequest{Repository: plain.repo, Path: src, Tags: tags("b2")}); err != nil {
+		t.Fatal(err)
+	}
+	if grown := packBytes(t, plainRoot) - before; grown < 2_000_000 {
+		t.Errorf("existing repository grew by %d bytes for a new file of 2.2 MB: it compressed, want it to keep its policy", grown)
+	}
+	rep, release, err = again.Open(t.Context(), plain.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if c, err := repository.Compressor(t.Context(), rep); err != nil || c != "" {
+		t.Errorf("compressor of the existing repository = %q, %v; want none", c, err)
+	}
+}
+
+func TestUnknownCompressor(t *testing.T) {
+	for _, ok := range []string{"", "none", "zstd", "zstd-fastest", "s2-default"} {
+		if err := repository.CheckCompression(ok); err != nil {
+			t.Errorf("CheckCompression(%q) = %v", ok, err)
+		}
+	}
+	err := repository.CheckCompression("zip")
+	if err == nil || !strings.Contains(err.Error(), `"zip"`) || !strings.Contains(err.Error(), "zstd-fastest") {
+		t.Fatalf("CheckCompression(zip) = %v, want an error naming it and the known compressors", err)
+	}
+	if err := repository.CheckCompression("lz4"); err == nil {
+		t.Error("the deprecated lz4 was accepted")
 	}
 }

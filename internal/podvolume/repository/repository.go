@@ -25,17 +25,21 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/compression"
 	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/encryption"
 	"github.com/kopia/kopia/repo/format"
 	"github.com/kopia/kopia/repo/hashing"
 	"github.com/kopia/kopia/repo/maintenance"
 	"github.com/kopia/kopia/repo/splitter"
+	"github.com/kopia/kopia/snapshot/policy"
 	"github.com/kopia/kopia/snapshot/snapshotmaintenance"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -76,6 +80,10 @@ type Manager struct {
 	// long, and removes its cache; the next caller opens it again.
 	// 0 means DefaultIdleTimeout, a negative value never closes one.
 	IdleTimeout time.Duration
+	// Compression is the kopia compressor a repository this manager
+	// creates gets in its global policy ("" or "none": none, as Velero
+	// creates them). Repositories that exist keep their policy.
+	Compression string
 
 	mu    sync.Mutex
 	repos map[key]*handle
@@ -162,6 +170,9 @@ func (m *Manager) Prepare(ctx context.Context, r podvolume.Repository) error {
 	defer release()
 	if status != StatusReady {
 		if err := writeInitParameters(ctx, rep); err != nil {
+			return err
+		}
+		if err := writeCompression(ctx, rep, m.Compression); err != nil {
 			return err
 		}
 		if err := writeUdmRepoMetadata(ctx, st); err != nil {
@@ -258,6 +269,69 @@ func writeInitParameters(ctx context.Context, rep repo.Repository) error {
 		}
 		return nil
 	})
+}
+
+// CheckCompression says whether name is a compressor kopia knows, naming
+// the ones it does when it is not.
+func CheckCompression(name string) error {
+	if name == "" || name == "none" {
+		return nil
+	}
+	if compression.ByName[compression.Name(name)] != nil && !compression.IsDeprecated[compression.Name(name)] {
+		return nil
+	}
+	var known []string
+	for n := range compression.ByName {
+		if !compression.IsDeprecated[n] {
+			known = append(known, string(n))
+		}
+	}
+	sort.Strings(known)
+	return fmt.Errorf("unknown compressor %q: use none or one of kopia's: %s", name, strings.Join(known, ", "))
+}
+
+// writeCompression puts the compressor into a new repository's global
+// policy, where the data path reads it (kopiapath): Velero's own uploads
+// set none on their sources and stay uncompressed; either side restores
+// both, as kopia marks each compressed content with its compressor.
+func writeCompression(ctx context.Context, rep repo.Repository, name string) error {
+	if name == "" || name == "none" {
+		return nil
+	}
+	if err := CheckCompression(name); err != nil {
+		return err
+	}
+	return repo.WriteSession(ctx, rep, repo.WriteSessionOptions{Purpose: "set compression"}, func(ctx context.Context, w repo.RepositoryWriter) error {
+		pol, err := policy.GetDefinedPolicy(ctx, w, policy.GlobalPolicySourceInfo)
+		if errors.Is(err, policy.ErrPolicyNotFound) {
+			pol, err = &policy.Policy{}, nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the repository's global policy: %w", err)
+		}
+		pol.CompressionPolicy.CompressorName = compression.Name(name)
+		if err := policy.SetPolicy(ctx, w, policy.GlobalPolicySourceInfo, pol); err != nil {
+			return fmt.Errorf("setting compressor %s in the repository's global policy: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// Compressor is the compressor in the repository's global policy, "" when
+// it names none (a repository Velero created).
+func Compressor(ctx context.Context, rep repo.Repository) (string, error) {
+	pol, err := policy.GetDefinedPolicy(ctx, rep, policy.GlobalPolicySourceInfo)
+	if errors.Is(err, policy.ErrPolicyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the repository's global policy: %w", err)
+	}
+	name := string(pol.CompressionPolicy.CompressorName)
+	if name == "none" {
+		return "", nil
+	}
+	return name, nil
 }
 
 func ensureEmpty(ctx context.Context, st blob.Storage) error {
@@ -496,17 +570,53 @@ func (m *Manager) connect(ctx context.Context, r podvolume.Repository) (repo.Rep
 			MaxListCacheDuration:        content.DurationSeconds(30 * time.Second),
 		},
 	}
-	// A config file left from an earlier connection may name other
-	// storage settings; connect writes it afresh.
-	_ = os.Remove(configFile)
-	if err := repo.Connect(ctx, configFile, st, password, opts); err != nil {
-		return nil, m.explain(r, err)
+	// kopia's repo.Connect writes the config file, then opens the
+	// repository to check the password and closes it: a second key
+	// derivation (scrypt) and index read before the Open that follows.
+	// Writing the same config file and opening once checks the same.
+	var fb bytesOutput
+	if err := st.GetBlob(ctx, format.KopiaRepositoryBlobID, 0, -1, &fb); err != nil {
+		if errors.Is(err, blob.ErrBlobNotFound) {
+			return nil, m.explain(r, repo.ErrRepositoryNotInitialized)
+		}
+		return nil, m.explain(r, fmt.Errorf("reading the repository's format blob: %w", err))
+	}
+	if err := writeLocalConfig(ctx, configFile, st, opts); err != nil {
+		return nil, err
 	}
 	rep, err := repo.Open(ctx, configFile, password, &repo.Options{})
 	if err != nil {
 		return nil, m.explain(r, err)
 	}
 	return rep, nil
+}
+
+// writeLocalConfig writes the connection's config file as repo.Connect
+// writes it (storage, client options with kopia's defaults, caching with
+// an absolute cache directory), replacing one left from an earlier
+// connection, which may name other storage settings.
+func writeLocalConfig(ctx context.Context, configFile string, st blob.Storage, opts *repo.ConnectOptions) error {
+	ci := st.ConnectionInfo()
+	caching := opts.CachingOptions
+	abs, err := filepath.Abs(caching.CacheDirectory)
+	if err != nil {
+		return fmt.Errorf("repository cache directory: %w", err)
+	}
+	caching.CacheDirectory = abs
+	lc := repo.LocalConfig{
+		Storage:       &ci,
+		Caching:       &caching,
+		ClientOptions: opts.ClientOptions.ApplyDefaults(ctx, "Repository in "+st.DisplayName()),
+	}
+	data, err := json.MarshalIndent(lc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the repository's connection config: %w", err)
+	}
+	// The config holds the storage's credentials.
+	if err := os.WriteFile(configFile, data, 0o600); err != nil {
+		return fmt.Errorf("writing the repository's connection config: %w", err)
+	}
+	return nil
 }
 
 func (m *Manager) explain(r podvolume.Repository, err error) error {

@@ -303,6 +303,9 @@ func (s *Server) kill() {
 	}
 }
 
+// PID is the server's process, for benchmarks that read its CPU time.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // CredentialsFile returns an AWS shared-credentials file for the server's
 // root user, as a BSL's credential secret would hold it.
 func (s *Server) CredentialsFile() []byte {
