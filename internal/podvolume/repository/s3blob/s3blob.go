@@ -8,9 +8,11 @@
 // object, so the two open each other's repositories. What differs is the
 // cost of an upload: minio-go signs every 64 KiB chunk of the body (streaming
 // SigV4) over plain HTTP and sends a Content-MD5, and the server checks
-// both; here a body is hashed once with SHA-256 over plain HTTP and not at
-// all over TLS (UNSIGNED-PAYLOAD, as the SDKs do), with no MD5 and no
-// additional checksum (kopia authenticates every blob it reads back).
+// both; here, as the SDKs do, a body is hashed once with SHA-256 over plain
+// HTTP and not at all over TLS (UNSIGNED-PAYLOAD), with no MD5, and with
+// the CRC32 checksum the location's checksumAlgorithm asks for (the SDK's
+// default; "" turns it off for servers that reject it). Measured in
+// docs/fs-backup.md.
 package s3blob
 
 import (
@@ -65,6 +67,10 @@ type storage struct {
 	opt      Options
 	cli      *s3.Client
 	endpoint string
+	// checksum is the location's checksumAlgorithm when it names one;
+	// empty leaves the client's own setting (CRC32, or none when the
+	// location turns checksums off).
+	checksum types.ChecksumAlgorithm
 	classes  storageConfig
 }
 
@@ -91,22 +97,13 @@ func init() {
 
 // New connects to the bucket. isCreate is ignored: the bucket must exist.
 func New(ctx context.Context, opt *Options, isCreate bool) (blob.Storage, error) {
-	st, err := newStorage(ctx, opt, withoutChecksums)
+	st, err := newStorage(ctx, opt)
 	if err != nil {
 		return nil, err
 	}
 	// As kopia's s3 storage: transient errors (throttling, 5xx, resets)
 	// are retried a few times before the repository sees them.
 	return retrying.NewWrapper(st), nil
-}
-
-// withoutChecksums drops the CRC32 the SDK adds to each PutObject by
-// default: measured (docs/fs-backup.md), it costs the server a pass over
-// the body for nothing kopia needs, and servers that reject checksum
-// headers accept the request.
-func withoutChecksums(o *s3.Options) {
-	o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-	o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 }
 
 func newStorage(ctx context.Context, opt *Options, optFns ...func(*s3.Options)) (*storage, error) {
@@ -126,7 +123,7 @@ func newStorage(ctx context.Context, opt *Options, optFns ...func(*s3.Options)) 
 	if endpoint == "" {
 		endpoint = "AWS " + cli.Options().Region
 	}
-	s := &storage{opt: *opt, cli: cli, endpoint: endpoint}
+	s := &storage{opt: *opt, cli: cli, endpoint: endpoint, checksum: types.ChecksumAlgorithm(cfg[s3store.KeyChecksumAlgorithm])}
 	var out bytes.Buffer
 	switch err := s.GetBlob(ctx, ConfigName, 0, -1, &outputBuffer{&out}); {
 	case err == nil:
@@ -202,6 +199,9 @@ func (s *storage) PutBlob(ctx context.Context, id blob.ID, data blob.Bytes, opts
 		Body:          body,
 		ContentLength: aws.Int64(int64(data.Length())),
 		ContentType:   aws.String(contentType),
+	}
+	if s.checksum != "" {
+		in.ChecksumAlgorithm = s.checksum
 	}
 	if c := s.classes.classOf(id); c != "" {
 		in.StorageClass = c

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/kopia/kopia/lifeboatsuite"
 	"github.com/kopia/kopia/repo"
 	"github.com/kopia/kopia/repo/blob"
@@ -133,11 +134,50 @@ func TestKopiaConformance(t *testing.T) {
 			})
 		})
 	}
+	// For servers that reject checksum headers.
+	t.Run("http-without-checksums/VerifyStorage", func(t *testing.T) {
+		opt := options(t, srv)
+		opt.Config[s3store.KeyChecksumAlgorithm] = ""
+		lifeboatsuite.VerifyStorage(t.Context(), t, open(t, opt), blob.PutOptions{})
+	})
 	t.Run("ValidateProvider", func(t *testing.T) {
 		if err := lifeboatsuite.ValidateProvider(t.Context(), open(t, options(t, srv))); err != nil {
 			t.Fatalf("kopia's provider validation: %v", err)
 		}
 	})
+}
+
+// A blob is stored with the checksum the location asks for: CRC32 unless
+// it names another or turns them off (kopia's s3 storage sends none, but
+// Content-MD5).
+func TestChecksums(t *testing.T) {
+	needServer(t)
+	ctx := t.Context()
+	for alg, want := range map[string]string{"(default)": "CRC32", "CRC32C": "CRC32C", "SHA256": "SHA256", "": ""} {
+		t.Run(alg, func(t *testing.T) {
+			opt := options(t, srv)
+			if alg != "(default)" {
+				opt.Config[s3store.KeyChecksumAlgorithm] = alg
+			}
+			if err := open(t, opt).PutBlob(ctx, "p1", sliceBytes("some bytes"), blob.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := s3store.NewClient(ctx, opt.Config, opt.Credentials)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := raw.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(opt.Bucket), Key: aws.String(opt.Prefix + "p1"), ChecksumMode: types.ChecksumModeEnabled})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]*string{"CRC32": out.ChecksumCRC32, "CRC32C": out.ChecksumCRC32C, "SHA256": out.ChecksumSHA256, "SHA1": out.ChecksumSHA1}
+			for name, v := range got {
+				if (name == want) != (v != nil) {
+					t.Errorf("checksum %s stored: %v, want only %q", name, aws.ToString(v), want)
+				}
+			}
+		})
+	}
 }
 
 // What the storage refuses, it refuses with kopia's sentinels (which its
