@@ -43,6 +43,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require github.com/stretchr/testify v1.12.1 // indirect
+
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.20.0 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/internal v1.11.2 // indirect
@@ -100,6 +102,7 @@ require (
 	github.com/klauspost/crc32 v1.3.0 // indirect
 	github.com/klauspost/pgzip v1.2.6 // indirect
 	github.com/klauspost/reedsolomon v1.12.6 // indirect
+	github.com/kopia/kopia/lifeboatsuite v0.0.0
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
@@ -155,3 +158,7 @@ require (
 // only the version Velero's go.mod names (compared file by file against both
 // in the module cache).
 replace github.com/kopia/kopia => github.com/project-velero/kopia v0.0.0-20251230033609-d946b1e75197
+
+// kopia's storage conformance tests, for the tests of Lifeboat's own kopia
+// S3 storage (test/kopiasuite/go.mod says why it is a module of its own).
+replace github.com/kopia/kopia/lifeboatsuite => ./test/kopiasuite

@@ -9,10 +9,10 @@ import (
 
 	"github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/filesystem"
-	"github.com/kopia/kopia/repo/blob/s3"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository/s3blob"
 	fsstore "github.com/lifeboat-io/lifeboat/internal/storage/filesystem"
 	s3store "github.com/lifeboat-io/lifeboat/internal/storage/s3"
 )
@@ -55,30 +55,15 @@ func openStorage(ctx context.Context, res *locations.ResolvedStorage, bsl *v1.Ba
 		for k, v := range res.Config {
 			cfg[k] = v
 		}
-		// As Velero injects them; the bucket lets the region be found.
-		cfg["bucket"] = bucket
+		// As Velero injects it: the location's prefix (the repository's
+		// own is Prefix).
 		cfg["prefix"] = ""
 		if bsl.Spec.ObjectStorage != nil {
 			cfg["prefix"] = bsl.Spec.ObjectStorage.Prefix
 		}
-		conn, err := s3store.ResolveConnection(ctx, cfg, res.Credentials)
+		st, err := s3blob.New(ctx, &s3blob.Options{Bucket: bucket, Prefix: prefix, Config: cfg, Credentials: res.Credentials}, create)
 		if err != nil {
-			return nil, fmt.Errorf("BackupStorageLocation %q: %w", bsl.Name, err)
-		}
-		st, err := s3.New(ctx, &s3.Options{
-			BucketName:      bucket,
-			Prefix:          prefix,
-			Endpoint:        conn.Endpoint,
-			DoNotUseTLS:     !conn.UseTLS,
-			DoNotVerifyTLS:  conn.InsecureSkipTLSVerify,
-			RootCA:          conn.CACert,
-			AccessKeyID:     conn.AccessKeyID,
-			SecretAccessKey: conn.SecretAccessKey,
-			SessionToken:    conn.SessionToken,
-			Region:          conn.Region,
-		}, false)
-		if err != nil {
-			return nil, fmt.Errorf("BackupStorageLocation %q: kopia S3 storage at %s/%s: %w", bsl.Name, conn.Endpoint, path.Join(bucket, prefix), err)
+			return nil, fmt.Errorf("BackupStorageLocation %q: kopia S3 storage at %s: %w", bsl.Name, path.Join(bucket, prefix), err)
 		}
 		return st, nil
 	case fsstore.ProviderName:

@@ -167,61 +167,10 @@ func checkURL(v string) error {
 // nil means the SDK's default chain (environment, ~/.aws, web identity,
 // instance metadata).
 func New(ctx context.Context, cfg map[string]string, credentials []byte) (*Store, error) {
-	s, err := parseConfig(cfg)
+	s, awsCfg, err := resolve(ctx, cfg, credentials)
 	if err != nil {
 		return nil, err
 	}
-	var opts []func(*config.LoadOptions) error
-	if s.region != "" {
-		opts = append(opts, config.WithRegion(s.region))
-	}
-	if s.checksumAlgorithm == "" {
-		opts = append(opts,
-			config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
-			config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired))
-	}
-	if s.insecureSkipTLSVerify || s.caCert != "" {
-		roots, err := rootCAs(s.caCert)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-			// Amend the SDK's TLS settings (minimum version and so on)
-			// rather than replace them.
-			if tr.TLSClientConfig == nil {
-				tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-			}
-			if roots != nil {
-				tr.TLSClientConfig.RootCAs = roots
-			}
-			tr.TLSClientConfig.InsecureSkipVerify = s.insecureSkipTLSVerify //nolint:gosec // the BSL asks for it
-		})))
-	}
-	awsCfg, err := loadConfig(ctx, s, credentials, opts)
-	if err != nil {
-		return nil, err
-	}
-
-	switch {
-	case s.region != "":
-	case s.s3URL != "":
-		// S3-compatible servers mostly ignore the region, but SigV4 signs
-		// with one.
-		awsCfg.Region = "us-east-1"
-	case s.bucket != "":
-		// As Velero does: the bucket knows its region better than the
-		// environment does.
-		region, err := discoverBucketRegion(ctx, awsCfg, s.bucket, "")
-		if err != nil {
-			return nil, err
-		}
-		awsCfg.Region = region
-	case awsCfg.Region != "":
-		// From AWS_REGION or the profile.
-	default:
-		return nil, fmt.Errorf("config key %q is required (it could not be discovered: no %q, no bucket, no region in the environment or profile)", KeyRegion, KeyS3URL)
-	}
-
 	client := newClient(awsCfg, s.s3URL, s.forcePathStyle)
 	presignFrom := client
 	if s.publicURL != "" {
@@ -239,6 +188,79 @@ func New(ctx context.Context, cfg map[string]string, credentials []byte) (*Store
 		}
 	})
 	return &Store{client: client, presign: s3.NewPresignClient(presignFrom), uploader: uploader}, nil
+}
+
+// NewClient returns an S3 client for the server a BSL config describes,
+// built as the ObjectStore's own is (endpoint, region, path style,
+// credentials and profile, CA bundle, insecureSkipTLSVerify, checksums), for
+// other users of the same location: kopia's blob storage of file-system
+// backup repositories. optFns amend the client's options last.
+func NewClient(ctx context.Context, cfg map[string]string, credentials []byte, optFns ...func(*s3.Options)) (*s3.Client, error) {
+	s, awsCfg, err := resolve(ctx, cfg, credentials)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(awsCfg, s.s3URL, s.forcePathStyle, optFns...), nil
+}
+
+// resolve reads a BSL config and credentials into the SDK config every
+// client of the location is made from, with its region settled.
+func resolve(ctx context.Context, cfg map[string]string, credentials []byte) (settings, aws.Config, error) {
+	s, err := parseConfig(cfg)
+	if err != nil {
+		return settings{}, aws.Config{}, err
+	}
+	var opts []func(*config.LoadOptions) error
+	if s.region != "" {
+		opts = append(opts, config.WithRegion(s.region))
+	}
+	if s.checksumAlgorithm == "" {
+		opts = append(opts,
+			config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
+			config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired))
+	}
+	if s.insecureSkipTLSVerify || s.caCert != "" {
+		roots, err := rootCAs(s.caCert)
+		if err != nil {
+			return settings{}, aws.Config{}, err
+		}
+		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			// Amend the SDK's TLS settings (minimum version and so on)
+			// rather than replace them.
+			if tr.TLSClientConfig == nil {
+				tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			if roots != nil {
+				tr.TLSClientConfig.RootCAs = roots
+			}
+			tr.TLSClientConfig.InsecureSkipVerify = s.insecureSkipTLSVerify //nolint:gosec // the BSL asks for it
+		})))
+	}
+	awsCfg, err := loadConfig(ctx, s, credentials, opts)
+	if err != nil {
+		return settings{}, aws.Config{}, err
+	}
+
+	switch {
+	case s.region != "":
+	case s.s3URL != "":
+		// S3-compatible servers mostly ignore the region, but SigV4 signs
+		// with one.
+		awsCfg.Region = "us-east-1"
+	case s.bucket != "":
+		// As Velero does: the bucket knows its region better than the
+		// environment does.
+		region, err := discoverBucketRegion(ctx, awsCfg, s.bucket, "")
+		if err != nil {
+			return settings{}, aws.Config{}, err
+		}
+		awsCfg.Region = region
+	case awsCfg.Region != "":
+		// From AWS_REGION or the profile.
+	default:
+		return settings{}, aws.Config{}, fmt.Errorf("config key %q is required (it could not be discovered: no %q, no bucket, no region in the environment or profile)", KeyRegion, KeyS3URL)
+	}
+	return s, awsCfg, nil
 }
 
 // rootCAs returns the system roots plus caCert, or nil when caCert is empty.
@@ -313,8 +335,8 @@ func writeTemp(b []byte) (string, error) {
 	return f.Name(), nil
 }
 
-func newClient(cfg aws.Config, endpoint string, pathStyle bool) *s3.Client {
-	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+func newClient(cfg aws.Config, endpoint string, pathStyle bool, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(cfg, append([]func(*s3.Options){func(o *s3.Options) {
 		// A multipart object has no whole-object checksum to validate; the
 		// SDK would log a warning on every such download.
 		o.DisableLogOutputChecksumValidationSkipped = true
@@ -322,7 +344,7 @@ func newClient(cfg aws.Config, endpoint string, pathStyle bool) *s3.Client {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
-	})
+	}}, optFns...)...)
 }
 
 // discoverBucketRegion asks S3 where bucket lives. S3 names the region in the

@@ -285,6 +285,12 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	}
 }
 
+// Pid is the server's process ID, for tests that measure what it costs
+// (its CPU time in /proc/<pid>/stat).
+func (s *Server) Pid() int {
+	return s.cmd.Process.Pid
+}
+
 // Close kills the server's process group and removes its data. It is safe
 // to call more than once.
 func (s *Server) Close() {
