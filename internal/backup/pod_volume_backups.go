@@ -22,6 +22,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 	"github.com/lifeboat-io/lifeboat/internal/volumefiles"
 	"github.com/lifeboat-io/lifeboat/pkg/volumehelper"
 )
@@ -38,12 +39,8 @@ const DefaultFSBackupTimeout = 4 * time.Hour
 // Velero's names on a PodVolumeBackup.
 const (
 	// pvcUIDLabel marks a PodVolumeBackup of a claim's volume.
-	pvcUIDLabel = "velero.io/pvc-uid"
-	// nodeAgentRoleLabel selects the node agent's pods, as Velero's
-	// backup looks for one on the pod's node.
-	nodeAgentRoleLabel = "role"
-	nodeAgentRole      = "node-agent"
-	uploaderKopia      = "kopia"
+	pvcUIDLabel   = "velero.io/pvc-uid"
+	uploaderKopia = "kopia"
 )
 
 // podVolumeRef is one pod volume to copy by fs-backup, and the volume
@@ -339,16 +336,7 @@ func (r *run) isHostPath(ctx context.Context, v *corev1.Volume, pvc *corev1.Pers
 // nodeAgentOn fails unless a node agent pod runs on the node, as Velero
 // checks before it creates a PodVolumeBackup nobody would take.
 func (r *run) nodeAgentOn(ctx context.Context, node string) error {
-	var pods corev1.PodList
-	if err := r.e.Client.List(ctx, &pods, crclient.InNamespace(r.b.Namespace), crclient.MatchingLabels{nodeAgentRoleLabel: nodeAgentRole}); err != nil {
-		return fmt.Errorf("listing the node agent's pods: %w", err)
-	}
-	for i := range pods.Items {
-		if pods.Items[i].Spec.NodeName == node && podRunning(&pods.Items[i]) == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("no node agent runs on node %s (in namespace %s, pods labelled role=node-agent): install it with `lifeboat install --use-node-agent`", node, r.b.Namespace)
+	return podvolume.NodeAgentOn(ctx, r.e.Client, r.b.Namespace, node)
 }
 
 func podVolumeFinal(p v1.PodVolumePhase) bool {

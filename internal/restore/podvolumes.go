@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
@@ -49,6 +50,10 @@ const (
 	// DefaultPodVolumeTimeout bounds the wait for a restore's pod volume
 	// restores: Velero's --fs-backup-timeout default.
 	DefaultPodVolumeTimeout = 4 * time.Hour
+	// DefaultNodeAgentWait is how long a volume's restore waits for a node
+	// agent on its pod's node before it fails: long enough for a node
+	// agent that restarts, far shorter than DefaultPodVolumeTimeout.
+	DefaultNodeAgentWait = time.Minute
 
 	waitCPU    = "100m"
 	waitMemory = "128Mi"
@@ -80,6 +85,10 @@ type PodVolumeOptions struct {
 	// Poll is how often the wait looks at the PodVolumeRestores; zero is
 	// a second.
 	Poll time.Duration
+	// NodeAgentWait bounds how long a PodVolumeRestore whose pod is
+	// scheduled on a node without a running node agent is waited for;
+	// zero is DefaultNodeAgentWait.
+	NodeAgentWait time.Duration
 }
 
 // podVolumeSource is one stored volume of a pod to restore.
@@ -369,6 +378,58 @@ func newPodVolumeRestore(rs *v1.Restore, podNamespace, podName string, podUID ty
 	return pvr
 }
 
+// dropWithoutNodeAgent ends as errors the pending volumes whose pod has
+// been scheduled on a node without a running node agent (the rule the
+// backup applies too, podvolume.NodeAgentOn) for longer than wait, and
+// returns the others: without this a restore would wait its whole
+// timeout for a transfer nobody takes. A pod not yet scheduled, or a
+// failure to look, keeps its volume waiting.
+func (r *run) dropWithoutNodeAgent(ctx context.Context, pending []pendingPVR, since map[string]time.Time, wait time.Duration) []pendingPVR {
+	// Once per round: a pod's node, a node's NodeAgentOn answer.
+	nodes, agents := map[string]string{}, map[string]error{}
+	left := pending[:0]
+	for _, p := range pending {
+		key := p.podNamespace + "/" + p.pod
+		node, known := nodes[key]
+		if !known {
+			var pod corev1.Pod
+			if err := r.e.acc.Reader.Get(ctx, client.ObjectKey{Namespace: p.podNamespace, Name: p.pod}, &pod); err == nil {
+				node = pod.Spec.NodeName
+			}
+			nodes[key] = node
+		}
+		if node == "" {
+			delete(since, p.name)
+			left = append(left, p)
+			continue
+		}
+		err, asked := agents[node]
+		if !asked {
+			err = podvolume.NodeAgentOn(ctx, r.e.acc.Reader, r.rs.Namespace, node)
+			agents[node] = err
+		}
+		if !podvolume.IsNoNodeAgent(err) {
+			if err != nil {
+				r.log.Warn("looking for the node agent of a pod volume restore", "podvolumerestore", p.name, "node", node, "error", err)
+			}
+			delete(since, p.name)
+			left = append(left, p)
+			continue
+		}
+		first, seen := since[p.name]
+		if !seen {
+			since[p.name] = time.Now()
+			r.log.Warn("no node agent on the node of a restored pod; waiting for one", "podvolumerestore", p.name, "namespace", p.podNamespace, "pod", p.pod, "node", node, "wait", wait.String())
+		}
+		if !seen || time.Since(first) < wait {
+			left = append(left, p)
+			continue
+		}
+		r.podVolumeError(p.podNamespace, p.pod, p.volume, fmt.Errorf("PodVolumeRestore %s/%s waited %s for a node agent: %w", r.rs.Namespace, p.name, wait, err))
+	}
+	return left
+}
+
 func (r *run) podVolumeError(ns, pod, volume string, err error) {
 	r.results.Error(ns, fmt.Sprintf("pod volume restore of volume %s of pod %s: %v", volume, qualified(ns, pod), err))
 	r.log.Error("pod volume restore failed", "namespace", ns, "pod", pod, "volume", volume, "error", err)
@@ -386,16 +447,20 @@ func (r *run) waitPodVolumeRestores(ctx context.Context) {
 		return
 	}
 	o := r.e.PodVolumes
-	timeout, poll := o.Timeout, o.Poll
+	timeout, poll, agentWait := o.Timeout, o.Poll, o.NodeAgentWait
 	if timeout <= 0 {
 		timeout = DefaultPodVolumeTimeout
 	}
 	if poll <= 0 {
 		poll = time.Second
 	}
+	if agentWait <= 0 {
+		agentWait = DefaultNodeAgentWait
+	}
 	r.log.Info("waiting for pod volume restores", "count", len(pending), "timeout", timeout.String())
 	deadline := time.Now().Add(timeout)
 	phases := map[string]v1.PodVolumeRestore{}
+	noAgentSince := map[string]time.Time{}
 	for len(pending) > 0 {
 		var list v1.PodVolumeRestoreList
 		err := cluster.Call(ctx, func(ctx context.Context) error {
@@ -424,7 +489,7 @@ func (r *run) waitPodVolumeRestores(ctx context.Context) {
 					left = append(left, p)
 				}
 			}
-			pending = left
+			pending = r.dropWithoutNodeAgent(ctx, left, noAgentSince, agentWait)
 		}
 		if len(pending) == 0 {
 			return

@@ -17,10 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive/archivetest"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
@@ -180,18 +182,78 @@ func podVolumeBackup(t *testing.T, w *world, pvbs any) *pvFixture {
 
 func (f *pvFixture) restore(t *testing.T, w *world, timeout time.Duration, end func(v1.PodVolumeRestore) (v1.PodVolumePhase, string)) (*v1.Restore, Outcome, string) {
 	t.Helper()
+	return f.restoreWith(t, w, &PodVolumeOptions{Timeout: timeout}, end, "")
+}
+
+// restoreWith restores with the given options (repositories, image and poll
+// filled in); a non-empty node is where a fake scheduler binds the
+// restored pods.
+func (f *pvFixture) restoreWith(t *testing.T, w *world, o *PodVolumeOptions, end func(v1.PodVolumeRestore) (v1.PodVolumePhase, string), node string) (*v1.Restore, Outcome, string) {
+	t.Helper()
 	to := uniq("pvto")
 	rs := &v1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: uniq("rs"), UID: types.UID(uniq("uid"))},
 		Spec: v1.RestoreSpec{BackupName: f.b.Name, NamespaceMapping: map[string]string{f.from: to}}}
 	acc := newAccess(t)
 	e := NewEngine(acc, nil)
-	e.PodVolumes = &PodVolumeOptions{Repositories: f.ensurer, Image: "registry.example/lifeboat:test", Timeout: timeout, Poll: 50 * time.Millisecond}
+	o.Repositories, o.Image, o.Poll = f.ensurer, "registry.example/lifeboat:test", 50*time.Millisecond
+	e.PodVolumes = o
 	c, cancel := context.WithCancel(ctx(t))
 	defer cancel()
 	if end != nil {
 		fakeNodeAgent(t, c, acc.Client, rs.UID, end)
 	}
+	if node != "" {
+		fakeScheduler(t, c, to, node)
+	}
 	return rs, e.Run(ctx(t), rs, f.b, w.store, nil), to
+}
+
+// fakeScheduler binds every pod of namespace to node (the local API server
+// runs no scheduler).
+func fakeScheduler(t *testing.T, c context.Context, namespace, node string) {
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	go func() {
+		for c.Err() == nil {
+			pods, err := cs.CoreV1().Pods(namespace).List(c, metav1.ListOptions{})
+			if err == nil {
+				for _, p := range pods.Items {
+					if p.Spec.NodeName != "" {
+						continue
+					}
+					b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Name, UID: p.UID}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+					if err := cs.CoreV1().Pods(namespace).Bind(c, b, metav1.CreateOptions{}); err != nil && c.Err() == nil {
+						t.Logf("fake scheduler: %v", err)
+					}
+				}
+			}
+			select {
+			case <-c.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// nodeAgentPod creates a pod labelled as a node agent in the server's
+// namespace on node, in phase.
+func nodeAgentPod(t *testing.T, node string, phase corev1.PodPhase) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: uniq("node-agent"), Labels: map[string]string{podvolume.NodeAgentRoleLabel: podvolume.NodeAgentRole}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "node-agent", Image: "lifeboat"}}},
+	}
+	p, err := cs.CoreV1().Pods("velero").Create(ctx(t), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Pods("velero").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
+	p.Status.Phase = phase
+	if _, err := cs.CoreV1().Pods("velero").UpdateStatus(ctx(t), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func completeAll(v1.PodVolumeRestore) (v1.PodVolumePhase, string) {
@@ -338,5 +400,60 @@ func TestTheRestoreActionConfigMapOverridesImageAndCommand(t *testing.T) {
 		if wc := pod.Spec.InitContainers[0]; wc.Image != tc.want || strings.Join(wc.Command, " ") != "/bin/wait-here" {
 			t.Errorf("ConfigMap image %q: wait container runs %q %v, want %q /bin/wait-here", tc.image, wc.Image, wc.Command, tc.want)
 		}
+	}
+}
+
+// TestAPodVolumeRestoreWithoutANodeAgentFailsFast: the restored pod is
+// scheduled on a node where no node agent runs (one runs elsewhere, one
+// on the node is not Running yet): each of its volumes fails once the
+// short node agent wait is over, long before the restore's timeout, with
+// an error naming pod, volume, node and the fix.
+func TestAPodVolumeRestoreWithoutANodeAgentFailsFast(t *testing.T) {
+	w := newWorld(t)
+	f := podVolumeBackup(t, w, nil)
+	node := uniq("node")
+	nodeAgentPod(t, uniq("other-node"), corev1.PodRunning)
+	nodeAgentPod(t, node, corev1.PodPending)
+	start := time.Now()
+	rs, out, to := f.restoreWith(t, w, &PodVolumeOptions{Timeout: time.Minute, NodeAgentWait: 2 * time.Second}, nil, node)
+	took := time.Since(start)
+	if out.Phase != v1.RestorePhasePartiallyFailed || out.Errors != 2 {
+		t.Fatalf("restore: %+v, want PartiallyFailed with an error per volume\n%s", out, allErrors(w.results(rs)))
+	}
+	if took < 2*time.Second || took > 30*time.Second {
+		t.Errorf("the restore took %s, want the node agent wait (2s), not the timeout (1m)", took)
+	}
+	errs := allErrors(w.results(rs))
+	for _, want := range []string{"volume data of pod " + to + "/web", "volume cache of pod " + to + "/web",
+		"no node agent runs on node " + node + " ", "lifeboat install --use-node-agent"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("errors do not say %q:\n%s", want, errs)
+		}
+	}
+}
+
+// TestAPodVolumeRestoreWaitsForARunningNodeAgent: with a node agent
+// Running on the pod's node, volumes that take longer than the node agent
+// wait are waited for and complete.
+func TestAPodVolumeRestoreWaitsForARunningNodeAgent(t *testing.T) {
+	w := newWorld(t)
+	f := podVolumeBackup(t, w, nil)
+	node := uniq("node")
+	nodeAgentPod(t, node, corev1.PodRunning)
+	var mu sync.Mutex
+	first := map[string]time.Time{}
+	rs, out, _ := f.restoreWith(t, w, &PodVolumeOptions{Timeout: time.Minute, NodeAgentWait: 500 * time.Millisecond}, func(p v1.PodVolumeRestore) (v1.PodVolumePhase, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first[p.Name].IsZero() {
+			first[p.Name] = time.Now()
+		}
+		if time.Since(first[p.Name]) < 2*time.Second {
+			return "", ""
+		}
+		return v1.PodVolumePhaseCompleted, ""
+	}, node)
+	if out.Phase != v1.RestorePhaseCompleted {
+		t.Fatalf("restore: %+v\n%s", out, allErrors(w.results(rs)))
 	}
 }
