@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +25,25 @@ type action struct {
 	impl      api.DeleteItemAction
 	// remote actions run in another process and get items as JSON.
 	remote bool
+	// streaming, when set, says whether the action's calls go over
+	// Lifeboat's stream just now, so that many may be in flight.
+	streaming func() bool
+	// streamed is set once streaming said so: the plugin's binary serves
+	// the stream, and a process restarted from it does too.
+	streamed atomic.Bool
+}
+
+// unbounded says whether a call to the action may go beyond the engine's
+// Workers bound: its calls go over a plugin's stream.
+func (a *action) unbounded() bool {
+	if a.streamed.Load() {
+		return true
+	}
+	if a.streaming != nil && a.streaming() {
+		a.streamed.Store(true)
+		return true
+	}
+	return false
 }
 
 // matches is the one rule, shared by Plan and Run, for which items an
@@ -64,7 +84,11 @@ func (e *Engine) loadActions(ctx context.Context) ([]*action, error) {
 			return nil, fmt.Errorf("DeleteItemAction %s: AppliesTo: %w", name, err)
 		}
 		_, remote := impl.(interface{ RemotePlugin() })
-		out = append(out, &action{name: name, selector: sel, appliesTo: at, impl: impl, remote: remote})
+		act := &action{name: name, selector: sel, appliesTo: at, impl: impl, remote: remote}
+		if s, ok := impl.(interface{ Streaming() bool }); ok && remote {
+			act.streaming = s.Streaming
+		}
+		out = append(out, act)
 	}
 	return out, nil
 }
@@ -144,12 +168,17 @@ func (r *run) itemActions(ctx context.Context) error {
 		}
 	}()
 
+	// Calls that go over a plugin's stream are cheap to have in flight;
+	// the others (unary, in-process) hold one of Workers tokens each. An
+	// action's first calls are bounded until its process has answered on
+	// the stream, so a process without it never sees more than Workers.
 	tasks := make(chan task)
+	bounded := make(chan struct{}, r.e.workers())
 	var wg sync.WaitGroup
-	for range r.e.workers() {
+	for range r.e.streamWorkers() {
 		wg.Go(func() {
 			for t := range tasks {
-				r.runTask(ctx, t, actions, progs, waiting, kick)
+				r.runTask(ctx, t, actions, progs, waiting, kick, bounded)
 			}
 		})
 	}
@@ -269,7 +298,7 @@ func (r *run) itemActions(ctx context.Context) error {
 }
 
 // runTask passes one item to its actions, in name order.
-func (r *run) runTask(ctx context.Context, t task, actions []*action, progs []*progress, waiting *sync.Cond, kick chan<- struct{}) {
+func (r *run) runTask(ctx context.Context, t task, actions []*action, progs []*progress, waiting *sync.Cond, kick chan<- struct{}, bounded chan struct{}) {
 	var raw *api.RawItem
 	for _, i := range t.actions {
 		a, p := actions[i], progs[i]
@@ -295,7 +324,22 @@ func (r *run) runTask(ctx context.Context, t task, actions []*action, progs []*p
 			// each gets its own copy to do with as it likes.
 			item = api.NewRawItem(t.it.data).Unstructured()
 		}
-		err := execute(a, &api.DeleteItemActionExecuteInput{Item: item, Backup: r.in.Backup})
+		var err error
+		if a.unbounded() {
+			err = execute(a, &api.DeleteItemActionExecuteInput{Item: item, Backup: r.in.Backup})
+		} else {
+			select {
+			case bounded <- struct{}{}:
+				err = execute(a, &api.DeleteItemActionExecuteInput{Item: item, Backup: r.in.Backup})
+				<-bounded
+			case <-ctx.Done():
+				r.mu.Lock()
+				p.abandon(t.it.pos)
+				waiting.Broadcast()
+				r.mu.Unlock()
+				continue
+			}
+		}
 		metrics.DeleteItemActionCalled(a.name, err)
 		skipped := false
 		if err != nil {

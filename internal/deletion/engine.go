@@ -33,6 +33,11 @@ import (
 // Defaults for Engine fields left at zero.
 const (
 	DefaultWorkers = 8
+	// DefaultStreamWorkers bounds the calls in flight to actions whose
+	// calls go over Lifeboat's stream (measured in bench/README.md's
+	// deletion section): a streamed call costs the plugin process a
+	// goroutine, not a gRPC stream, and many in flight share messages.
+	DefaultStreamWorkers = 64
 	// A checkpoint write runs beside the workers, so writing often costs
 	// them nothing, and it shrinks the crash window: the calls finished
 	// after the last write are passed again after a SIGKILL (about 320
@@ -102,6 +107,10 @@ type Engine struct {
 	// plugin host bounds each call with its kind's timeout and restarts a
 	// crashed plugin once.
 	Workers int
+	// StreamWorkers bounds DeleteItemAction calls in flight to actions
+	// whose calls go over Lifeboat's stream (default 64); the calls of
+	// other actions stay within Workers.
+	StreamWorkers int
 	// Window bounds how far past its first unfinished item an action is
 	// handed items (default 1000), and so the size of checkpoints.
 	Window int64
@@ -492,6 +501,10 @@ func (e *Engine) logger() *slog.Logger {
 
 func (e *Engine) workers() int {
 	return cmp.Or(max(e.Workers, 0), DefaultWorkers)
+}
+
+func (e *Engine) streamWorkers() int {
+	return max(cmp.Or(max(e.StreamWorkers, 0), DefaultStreamWorkers), e.workers())
 }
 
 func (e *Engine) window() int64 {

@@ -122,6 +122,10 @@ func TestHost(t *testing.T) {
 	if err := dia.Execute(item("ok")); err != nil {
 		t.Fatalf("ok item: %v", err)
 	}
+	// The plugin is built with Lifeboat's SDK: the call went over its stream.
+	if s, ok := dia.(interface{ Streaming() bool }); !ok || !s.Streaming() {
+		t.Error("the DeleteItemAction's calls do not go over Lifeboat's stream")
+	}
 
 	t.Run("a crash is retried once in a new process", func(t *testing.T) {
 		if err := dia.Execute(item("crash-once")); err != nil {

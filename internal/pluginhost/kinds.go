@@ -125,6 +125,19 @@ func (d deleteItemAction) Execute(in *api.DeleteItemActionExecuteInput) error {
 	return d.do("Execute", func(p api.DeleteItemAction) error { return p.Execute(in) })
 }
 
+// Streaming reports whether the plugin's current process takes Execute
+// calls over Lifeboat's stream (it has answered one there): the deletion
+// engine then keeps many more calls in flight than it would unary ones.
+func (d deleteItemAction) Streaming() bool {
+	impl, p, err := d.acquire()
+	if err != nil {
+		return false
+	}
+	defer d.h.release(p)
+	s, ok := any(impl).(interface{ Streaming() bool })
+	return ok && s.Streaming()
+}
+
 type backupItemAction struct{ *handle[api.BackupItemAction] }
 
 func (b backupItemAction) AppliesTo() (sel api.ResourceSelector, err error) {

@@ -88,6 +88,12 @@ func TestVeleroSDKPlugin(t *testing.T) {
 		if !slices.Equal(mine, want) {
 			t.Errorf("the plugin recorded %q, want %q", mine, want)
 		}
+		// Velero's SDK serves no Lifeboat stream: the host asked, got
+		// Unimplemented, and made Velero's unary calls, which did the work
+		// recorded above.
+		if s, ok := dia.(interface{ Streaming() bool }); !ok || s.Streaming() {
+			t.Errorf("the Velero-SDK DeleteItemAction reports streaming (%v, %v); its calls must be unary", ok, ok && s.Streaming())
+		}
 	})
 }
 

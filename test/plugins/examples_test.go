@@ -148,6 +148,10 @@ func TestExampleActionsInABackup(t *testing.T) {
 		}
 		// Deletions are retried: a second run finds nothing and is fine.
 		deleteItems(t, dia, b, stored)
+		// The example is built with Lifeboat's SDK: its calls took the stream.
+		if s, ok := dia.(interface{ Streaming() bool }); !ok || !s.Streaming() {
+			t.Error("the Lifeboat-SDK DeleteItemAction's calls did not go over Lifeboat's stream")
+		}
 	})
 }
 

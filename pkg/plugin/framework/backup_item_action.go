@@ -13,7 +13,6 @@ import (
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/generated"
 	biav2 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/backupitemaction/v2"
-	pluginv1 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/lifeboat/plugin/v1"
 )
 
 // updatedItemJSON is what Execute sends back: a nil updated item means "no
@@ -164,7 +163,7 @@ func (c *backupItemActionClient) Execute(item runtime.Unstructured, backup *v1.B
 	if err != nil {
 		return nil, nil, c.local("Execute", err)
 	}
-	if r, err := c.streamed(c.streams, itemJSON, backupJSON); !errors.Is(err, errNoStream) {
+	if r, err := c.executeOver(c.streams, itemJSON, backupJSON); !errors.Is(err, errNoStream) {
 		if err != nil {
 			return nil, nil, err
 		}
@@ -232,7 +231,7 @@ func (c *backupItemActionV2Client) Execute(item runtime.Unstructured, backup *v1
 	if err != nil {
 		return nil, nil, "", nil, c.local("Execute", err)
 	}
-	if r, err := c.streamed(c.streams, itemJSON, backupJSON); !errors.Is(err, errNoStream) {
+	if r, err := c.executeOver(c.streams, itemJSON, backupJSON); !errors.Is(err, errNoStream) {
 		if err != nil {
 			return nil, nil, "", nil, err
 		}
@@ -278,27 +277,6 @@ func (c *backupItemActionV2Client) Cancel(operationID string, backup *v1.Backup)
 	defer cancel()
 	_, err = c.rpc.Cancel(ctx, &biav2.BackupItemActionCancelRequest{Plugin: c.name, OperationID: operationID, Backup: backupJSON})
 	return c.fail("Cancel", err)
-}
-
-// streamed makes an Execute call over Lifeboat's stream. errNoStream
-// (unwrapped) means there is none to use and the caller makes the unary
-// call; any other error is the call's, reported as the unary call would
-// report it.
-func (c base) streamed(streams *executeStreams, item, backup []byte) (*pluginv1.BackupItemResult, error) {
-	if streams == nil {
-		return nil, errNoStream
-	}
-	r, err := streams.execute(c.kind, c.name, item, backup, c.timeout)
-	if err != nil {
-		if errors.Is(err, errNoStream) {
-			return nil, errNoStream
-		}
-		return nil, c.fail("Execute", err)
-	}
-	if r.GetError() != nil {
-		return nil, c.fail("Execute", callErrorFromProto(r.GetError()))
-	}
-	return r, nil
 }
 
 func encodeItemAndBackup(item runtime.Unstructured, backup *v1.Backup) ([]byte, []byte, error) {

@@ -98,6 +98,10 @@ func TestOutOfProcess(t *testing.T) {
 	if err := execute(dia, "cm"); err != nil {
 		t.Errorf("Execute: %v", err)
 	}
+	// A plugin built with this SDK serves the stream, and the call took it.
+	if !dia.(*deleteItemActionClient).Streaming() {
+		t.Error("the DeleteItemAction call did not go over Lifeboat's stream")
+	}
 	err = execute(dia, "fail")
 	if pe := pluginError(t, err); pe.Code() != codes.Unknown ||
 		!regexpMatch(`^DeleteItemAction example\.io/cleanup: Execute: cannot clean up fail of backup nightly \(at main\.go:\d+\)$`, err.Error()) {

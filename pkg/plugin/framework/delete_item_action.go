@@ -7,6 +7,7 @@ import (
 
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/generated"
+	pluginv1 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/lifeboat/plugin/v1"
 )
 
 type deleteItemActionServer struct {
@@ -26,35 +27,50 @@ func (s *deleteItemActionServer) AppliesTo(_ context.Context, req *generated.Del
 
 func (s *deleteItemActionServer) Execute(_ context.Context, req *generated.DeleteItemActionExecuteRequest) (*generated.Empty, error) {
 	return serve(s.m, req.GetPlugin(), "Execute", func(impl api.DeleteItemAction) (*generated.Empty, error) {
-		item, err := requestItem("item", req.GetItem())
-		if err != nil {
-			return nil, err
-		}
-		backup, err := requestBackup(req.GetBackup())
-		if err != nil {
-			return nil, err
-		}
-		if err := impl.Execute(&api.DeleteItemActionExecuteInput{Item: item, Backup: backup}); err != nil {
+		if err := executeDeleteItemAction(impl, req.GetItem(), req.GetBackup()); err != nil {
 			return nil, err
 		}
 		return &generated.Empty{}, nil
 	})
 }
 
+// executeDeleteItemAction is Execute on the plugin's side, for the unary
+// call and the stream alike.
+func executeDeleteItemAction(impl api.DeleteItemAction, itemJSON, backupJSON []byte) error {
+	item, err := requestItem("item", itemJSON)
+	if err != nil {
+		return err
+	}
+	backup, err := requestBackup(backupJSON)
+	if err != nil {
+		return err
+	}
+	return impl.Execute(&api.DeleteItemActionExecuteInput{Item: item, Backup: backup})
+}
+
 // DeleteItemActionClient returns the DeleteItemAction called name, served
 // by the process d was dispensed from (for api.KindDeleteItemAction). Each
 // call is bounded by timeout; 0 means no bound.
 func DeleteItemActionClient(d any, name string, timeout time.Duration) (api.DeleteItemAction, error) {
-	conn, err := dispensed(d, api.KindDeleteItemAction, name)
+	disp, err := dispenserOf(d, api.KindDeleteItemAction, name)
 	if err != nil {
 		return nil, err
 	}
-	return &deleteItemActionClient{base{api.KindDeleteItemAction, name, timeout}, generated.NewDeleteItemActionClient(conn)}, nil
+	return &deleteItemActionClient{base{api.KindDeleteItemAction, name, timeout}, generated.NewDeleteItemActionClient(disp.conn), disp.deleteStreams}, nil
 }
 
 type deleteItemActionClient struct {
 	base
 	rpc generated.DeleteItemActionClient
+	// streams, when set, carries Execute calls if the process serves it.
+	streams *deleteStreams
+}
+
+// Streaming reports whether Execute calls go over Lifeboat's stream, which
+// is known once the process has answered a call on it: callers may then
+// keep many more calls in flight than unary calls would bear.
+func (c *deleteItemActionClient) Streaming() bool {
+	return c.streams != nil && c.streams.streaming()
 }
 
 func (c *deleteItemActionClient) AppliesTo() (api.ResourceSelector, error) {
@@ -75,9 +91,13 @@ func (c *deleteItemActionClient) Execute(in *api.DeleteItemActionExecuteInput) e
 	if err != nil {
 		return c.local("Execute", err)
 	}
-	backup, err := encodeObject("backup", in.Backup)
+	// A deletion sends the same Backup with every item.
+	backup, err := encodeBackupOnce(in.Backup)
 	if err != nil {
 		return c.local("Execute", err)
+	}
+	if _, err := callOver(c.base, c.streams, &pluginv1.DeleteItemExecute{Plugin: c.name, Item: item}, item, backup); !errors.Is(err, errNoStream) {
+		return err
 	}
 	ctx, cancel := c.context()
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
+	pluginv1 "github.com/lifeboat-io/lifeboat/pkg/plugin/generated/lifeboat/plugin/v1"
 )
 
 // Dispenser hands out clients for the plugins of one kind served by one process.
@@ -23,8 +24,10 @@ type dispenser struct {
 	kind api.Kind
 	conn grpc.ClientConnInterface
 	// streams, for the BackupItemAction kinds, is the connection's
-	// BackupItemActionStream, shared by every dispenser of the connection.
-	streams *executeStreams
+	// BackupItemActionStream, shared by every dispenser of the connection;
+	// deleteStreams, for DeleteItemAction, its DeleteItemActionStream.
+	streams       *executeStreams
+	deleteStreams *deleteStreams
 }
 
 func (d *dispenser) Kind() api.Kind { return d.kind }
@@ -35,9 +38,11 @@ type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	kind     api.Kind
 	register func(*grpc.Server)
-	// streams is set on the host side for the kinds whose Execute calls
-	// may go over Lifeboat's stream.
-	streams *streamSet
+	// streams (BackupItemAction kinds) or deleteStreams (DeleteItemAction)
+	// is set on the host side for the kinds whose Execute calls may go over
+	// one of Lifeboat's streams.
+	streams       *connStreams[*pluginv1.BackupItemExecute, *pluginv1.BackupItemResult, pluginv1.ExecuteStreamRequest, pluginv1.ExecuteStreamResponse]
+	deleteStreams *connStreams[*pluginv1.DeleteItemExecute, *pluginv1.DeleteItemResult, pluginv1.DeleteItemStreamRequest, pluginv1.DeleteItemStreamResponse]
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
@@ -53,6 +58,9 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, conn *g
 	if p.streams != nil {
 		d.streams = p.streams.forConn(conn)
 	}
+	if p.deleteStreams != nil {
+		d.deleteStreams = p.deleteStreams.forConn(conn)
+	}
 	return d, nil
 }
 
@@ -61,15 +69,20 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, conn *g
 // returns a Dispenser for the XxxClient constructors.
 //
 // go-plugin dispenses anew for every call; the set keeps what must outlive
-// one call, per connection: Lifeboat's BackupItemActionStream, and whether
-// the plugin process serves it (a host makes one set per process).
+// one call, per connection: Lifeboat's BackupItemActionStream and
+// DeleteItemActionStream, and whether the plugin process serves them (a
+// host makes one set per process).
 func ClientPluginSet() plugin.PluginSet {
 	set := plugin.PluginSet{string(api.KindPluginLister): &grpcPlugin{kind: api.KindPluginLister}}
-	streams := &streamSet{}
+	streams := &connStreams[*pluginv1.BackupItemExecute, *pluginv1.BackupItemResult, pluginv1.ExecuteStreamRequest, pluginv1.ExecuteStreamResponse]{spec: backupItemActionStream}
+	deleteStreams := &connStreams[*pluginv1.DeleteItemExecute, *pluginv1.DeleteItemResult, pluginv1.DeleteItemStreamRequest, pluginv1.DeleteItemStreamResponse]{spec: deleteItemActionStream}
 	for _, kind := range api.AllKinds {
 		p := &grpcPlugin{kind: kind}
-		if kind == api.KindBackupItemAction || kind == api.KindBackupItemActionV2 {
+		switch kind {
+		case api.KindBackupItemAction, api.KindBackupItemActionV2:
 			p.streams = streams
+		case api.KindDeleteItemAction:
+			p.deleteStreams = deleteStreams
 		}
 		set[string(kind)] = p
 	}

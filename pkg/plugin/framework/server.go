@@ -170,7 +170,8 @@ func (s *Server) Serve() {
 // PluginSet is the go-plugin plugin map Serve serves: a service for every
 // kind, whether or not it has plugins (asking an empty kind for a plugin
 // then fails with NotFound, naming the plugin), plus PluginLister, plus
-// Lifeboat's BackupItemActionStream (with the BackupItemAction kind).
+// Lifeboat's BackupItemActionStream (with the BackupItemAction kind) and
+// DeleteItemActionStream (with DeleteItemAction).
 // Package plugintest serves it in a test's process.
 func (s *Server) PluginSet() plugin.PluginSet {
 	set := plugin.PluginSet{}
@@ -202,6 +203,8 @@ func (s *Server) PluginSet() plugin.PluginSet {
 	})
 	add(api.KindDeleteItemAction, func(g *grpc.Server) {
 		generated.RegisterDeleteItemActionServer(g, &deleteItemActionServer{m: s.muxes[api.KindDeleteItemAction]})
+		// Lifeboat's extension, as for BackupItemAction.
+		pluginv1.RegisterDeleteItemActionStreamServer(g, &deleteItemActionStreamServer{m: s.muxes[api.KindDeleteItemAction]})
 	})
 	add(api.KindItemBlockAction, func(g *grpc.Server) {
 		ibav1.RegisterItemBlockActionServer(g, &itemBlockActionServer{m: s.muxes[api.KindItemBlockAction]})
