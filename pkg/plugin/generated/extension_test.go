@@ -24,6 +24,16 @@ var extensionMessages = map[string][]string{
 		"5 repeated .generated.ResourceIdentifier postOperationItems", "6 .lifeboat.plugin.v1.CallError error",
 	},
 	"lifeboat.plugin.v1.CallError": {"1 int32 code", "2 string message", "3 repeated .generated.StackFrame stack"},
+	"lifeboat.plugin.v1.DeleteItemStreamRequest":  {"1 repeated .lifeboat.plugin.v1.DeleteItemExecute calls"},
+	"lifeboat.plugin.v1.DeleteItemStreamResponse": {"1 repeated .lifeboat.plugin.v1.DeleteItemResult results"},
+	"lifeboat.plugin.v1.DeleteItemExecute":        {"1 uint64 id", "2 string plugin", "3 bytes item", "4 bytes backup"},
+	"lifeboat.plugin.v1.DeleteItemResult":         {"1 uint64 id", "2 .lifeboat.plugin.v1.CallError error"},
+}
+
+// The extension's services and their one method each.
+var extensionServices = map[string]string{
+	"lifeboat.plugin.v1.BackupItemActionStream": "ExecuteStream(stream .lifeboat.plugin.v1.ExecuteStreamRequest) returns (stream .lifeboat.plugin.v1.ExecuteStreamResponse)",
+	"lifeboat.plugin.v1.DeleteItemActionStream": "ExecuteStream(stream .lifeboat.plugin.v1.DeleteItemStreamRequest) returns (stream .lifeboat.plugin.v1.DeleteItemStreamResponse)",
 }
 
 func TestLifeboatExtension(t *testing.T) {
@@ -33,18 +43,21 @@ func TestLifeboatExtension(t *testing.T) {
 	if slices.Contains(protoPackages, "lifeboat.plugin.v1") {
 		t.Error("the extension's package is listed among Velero's")
 	}
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName("lifeboat.plugin.v1.BackupItemActionStream")
-	if err != nil {
-		t.Fatal(err)
+	if got := pluginv1.DeleteItemActionStream_ServiceDesc.ServiceName; got != "lifeboat.plugin.v1.DeleteItemActionStream" {
+		t.Errorf("service name %q", got)
 	}
-	var methods []string
-	sd := d.(protoreflect.ServiceDescriptor)
-	for i := range sd.Methods().Len() {
-		methods = append(methods, methodSpec(sd.Methods().Get(i)))
+	for name, want := range extensionServices {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var methods []string
+		sd := d.(protoreflect.ServiceDescriptor)
+		for i := range sd.Methods().Len() {
+			methods = append(methods, methodSpec(sd.Methods().Get(i)))
+		}
+		compare(t, name+" methods", methods, []string{want})
 	}
-	compare(t, "methods", methods, []string{
-		"ExecuteStream(stream .lifeboat.plugin.v1.ExecuteStreamRequest) returns (stream .lifeboat.plugin.v1.ExecuteStreamResponse)",
-	})
 	files := 0
 	protoregistry.GlobalFiles.RangeFilesByPackage("lifeboat.plugin.v1", func(fd protoreflect.FileDescriptor) bool {
 		files++
@@ -63,7 +76,7 @@ func TestLifeboatExtension(t *testing.T) {
 		}
 		return true
 	})
-	if files != 1 {
-		t.Errorf("%d files in package lifeboat.plugin.v1, want 1", files)
+	if files != 2 {
+		t.Errorf("%d files in package lifeboat.plugin.v1, want 2 (one per stream)", files)
 	}
 }
