@@ -23,7 +23,7 @@ var extensionMessages = map[string][]string{
 		"1 uint64 id", "2 bytes item", "3 repeated .generated.ResourceIdentifier additionalItems", "4 string operationID",
 		"5 repeated .generated.ResourceIdentifier postOperationItems", "6 .lifeboat.plugin.v1.CallError error",
 	},
-	"lifeboat.plugin.v1.CallError": {"1 int32 code", "2 string message", "3 repeated .generated.StackFrame stack"},
+	"lifeboat.plugin.v1.CallError":                {"1 int32 code", "2 string message", "3 repeated .generated.StackFrame stack"},
 	"lifeboat.plugin.v1.DeleteItemStreamRequest":  {"1 repeated .lifeboat.plugin.v1.DeleteItemExecute calls"},
 	"lifeboat.plugin.v1.DeleteItemStreamResponse": {"1 repeated .lifeboat.plugin.v1.DeleteItemResult results"},
 	"lifeboat.plugin.v1.DeleteItemExecute":        {"1 uint64 id", "2 string plugin", "3 bytes item", "4 bytes backup"},
