@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -37,21 +36,7 @@ const serverNS = "lifeboat"
 // srv is one versitygw for the package's S3 tests; nil with -short.
 var srv *s3server.Server
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		var err error
-		if srv, err = s3server.Launch(); err != nil {
-			fmt.Fprintln(os.Stderr, "start S3 server:", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if srv != nil {
-		srv.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { s3server.RunShared(m, &srv) }
 
 // staticStorage resolves every location to its own spec, with creds as
 // its credential file (what locations.Resolver does with Secrets).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -30,21 +29,7 @@ import (
 // srv is one versitygw shared by the package's tests; nil with -short.
 var srv *s3server.Server
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		var err error
-		if srv, err = s3server.Launch(); err != nil {
-			fmt.Fprintln(os.Stderr, "start S3 server:", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if srv != nil {
-		srv.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { s3server.RunShared(m, &srv) }
 
 func needServer(t *testing.T) {
 	t.Helper()

@@ -16,6 +16,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"fmt"
 	"math/big"
 	"net"
@@ -452,4 +453,24 @@ func (s *Server) Keys(t testing.TB, bucket, prefix string) []string {
 		}
 	}
 	return keys
+}
+
+// RunShared is a test package's TestMain for tests that share one server:
+// it starts one (none with -short, where *srv stays nil), runs the tests,
+// stops it and exits with their status.
+func RunShared(m *testing.M, srv **Server, opts ...Option) {
+	flag.Parse()
+	if !testing.Short() {
+		s, err := Launch(opts...)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "start S3 server:", err)
+			os.Exit(1)
+		}
+		*srv = s
+	}
+	code := m.Run()
+	if *srv != nil {
+		(*srv).Close()
+	}
+	os.Exit(code)
 }

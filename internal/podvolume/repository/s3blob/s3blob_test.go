@@ -5,10 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -33,21 +31,7 @@ import (
 // -short.
 var srv *s3server.Server
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Short() {
-		var err error
-		if srv, err = s3server.Launch(); err != nil {
-			fmt.Fprintln(os.Stderr, "start S3 server:", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	if srv != nil {
-		srv.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { s3server.RunShared(m, &srv) }
 
 func needServer(t testing.TB) {
 	t.Helper()
