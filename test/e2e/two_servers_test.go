@@ -274,7 +274,10 @@ func TestTwoServersActOnceAndHandOver(t *testing.T) {
 		t.Fatalf("installing the test plugin: %v", err)
 	}
 	f := &fleet{t: t, w: w, bin: bin, plugins: pluginDir, logDir: t.TempDir(), extra: fastLeaseArgs()}
-	const items = 40
+	// More items than a deletion keeps in flight to a streaming action
+	// (deletion.DefaultStreamWorkers, 64), so that the graceful handover below
+	// stops a deletion with items still to pass.
+	const items = 160
 	var names []string
 	for i := range items {
 		names = append(names, fmt.Sprintf("cm-%02d", i))
@@ -359,7 +362,7 @@ func TestTwoServersActOnceAndHandOver(t *testing.T) {
 	// stops a pod) in the middle of a deletion. It writes its checkpoint
 	// and releases the lease; the standby takes over at once and finishes
 	// the deletion without passing any item twice.
-	w.setFile("delay", "100ms")
+	w.setFile("delay", "300ms")
 	callsBefore := len(w.callLog())
 	slow := w.request(backups[2].Name)
 	w.poll("the deletion to be under way", time.Minute, func(context.Context) (bool, error) {
