@@ -26,6 +26,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/itemops"
+	"github.com/lifeboat-io/lifeboat/internal/resourcelist"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
@@ -148,8 +149,9 @@ type run struct {
 	progress ProgressFunc
 	log      *runlog.Log
 	results  results.Recorder
-	// resourceList maps "v1/ConfigMap" to "ns/name" entries, as Velero writes it.
-	resourceList map[string][]string
+	// resourceList maps "v1/ConfigMap" to "ns/name" entries, as Velero
+	// writes it; kept on local disk, not in memory, at scale.
+	resourceList *resourcelist.List
 	// namespacesWithItems are the namespaces that items were stored from.
 	namespacesWithItems map[string]bool
 	perType             map[schema.GroupResource]int
@@ -207,11 +209,16 @@ func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress Progre
 	if progress == nil {
 		progress = func(v1.BackupProgress) {}
 	}
-	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: map[string][]string{}, namespacesWithItems: map[string]bool{},
+	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: resourcelist.New(e.WorkDir), namespacesWithItems: map[string]bool{},
 		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}, volumes: newStoredVolumes(), csi: newCSIState()}, nil
 }
 
-func (r *run) close() { r.log.Discard() }
+func (r *run) close() {
+	r.log.Discard()
+	if err := r.resourceList.Close(); err != nil {
+		r.e.Log.Warn("removing the resource list's temporary files", "backup", r.b.Namespace+"/"+r.b.Name, "error", err)
+	}
+}
 
 func (r *run) execute(ctx context.Context) Outcome {
 	name := r.b.Name
@@ -418,8 +425,7 @@ func (r *run) addToResourceList(rt resourceType, namespace, name string) {
 	if namespace != "" {
 		entry = namespace + "/" + name
 	}
-	key := rt.resourceListKey()
-	r.resourceList[key] = append(r.resourceList[key], entry)
+	r.resourceList.Add(rt.resourceListKey(), entry)
 }
 
 func (r *run) reportProgress(c *collector, final bool) {
@@ -437,9 +443,6 @@ func (r *run) reportProgress(c *collector, final bool) {
 
 // finish writes the small files and, last, the backup's metadata.
 func (r *run) finish(ctx context.Context, out Outcome, res results.Results) error {
-	for _, entries := range r.resourceList {
-		sort.Strings(entries)
-	}
 	name := r.b.Name
 	steps := []struct {
 		what string

@@ -2,7 +2,6 @@ package restore
 
 import (
 	"context"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,5 +52,5 @@ func (r *run) trackPodVolume(ctx context.Context, p pendingPVR, pvr *v1.PodVolum
 func (r *run) createdClaim(ns, name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Contains(r.resourceList["v1/PersistentVolumeClaim"], ns+"/"+name+"(created)")
+	return r.createdClaims[ns+"/"+name]
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
+	"github.com/lifeboat-io/lifeboat/internal/resourcelist"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
 	"github.com/lifeboat-io/lifeboat/internal/selection"
@@ -67,9 +68,12 @@ type run struct {
 	// namespaces already known to exist in the target cluster.
 	namespaces map[string]bool
 	nsGroup    singleflight.Group
-	// resourceList is "v1/ConfigMap" -> "ns/name(created)", as Velero writes it.
-	resourceList map[string][]string
-	lastReport   time.Time
+	// resourceList is "v1/ConfigMap" -> "ns/name(created)", as Velero
+	// writes it; kept on local disk, not in memory, at scale.
+	resourceList *resourcelist.List
+	// createdClaims are the claims this restore created ("ns/name").
+	createdClaims map[string]bool
+	lastReport    time.Time
 
 	// snapshots are the backup's completed native snapshots by PV name;
 	// volumeInfos record the volumes restored from them.
@@ -129,11 +133,16 @@ func (e *Engine) newRun(rs *v1.Restore, b *v1.Backup, store *storage.BackupStore
 	return &run{
 		e: e, rs: rs, b: b, store: store, progress: progress, log: lg,
 		dyn: e.acc.Dynamic, cs: e.acc.Typed, types: newClusterTypes(e.acc.Discovery), tf: newTransformer(rs, b.Name),
-		uids: map[string]types.UID{}, namespaces: map[string]bool{}, resourceList: map[string][]string{},
+		uids: map[string]types.UID{}, namespaces: map[string]bool{}, resourceList: resourcelist.New(e.WorkDir), createdClaims: map[string]bool{},
 	}, nil
 }
 
-func (r *run) close() { r.log.Discard() }
+func (r *run) close() {
+	r.log.Discard()
+	if err := r.resourceList.Close(); err != nil {
+		r.e.log.Warn("removing the resource list's temporary files", "restore", r.rs.Namespace+"/"+r.rs.Name, "error", err)
+	}
+}
 
 func (r *run) execute(ctx context.Context) (err error) {
 	if r.hookRules, err = hooks.NewRestoreRules(r.rs.Spec.Hooks.Resources); err != nil {
@@ -618,9 +627,12 @@ func (r *run) itemError(ns string, gr schema.GroupResource, name string, err err
 
 func (r *run) record(obj *unstructured.Unstructured, action string) {
 	key := obj.GetAPIVersion() + "/" + obj.GetKind()
-	entry := qualified(obj.GetNamespace(), obj.GetName()) + "(" + action + ")"
+	id := qualified(obj.GetNamespace(), obj.GetName())
 	r.mu.Lock()
-	r.resourceList[key] = append(r.resourceList[key], entry)
+	r.resourceList.Add(key, id+"("+action+")")
+	if key == "v1/PersistentVolumeClaim" && action == "created" {
+		r.createdClaims[id] = true
+	}
 	r.mu.Unlock()
 }
 
@@ -639,9 +651,6 @@ func (r *run) report(final bool) {
 // upload writes the restore's files next to its backup.
 func (r *run) upload(ctx context.Context, res results.Results) error {
 	name := r.rs.Name
-	for _, entries := range r.resourceList {
-		sort.Strings(entries)
-	}
 	logs, err := r.log.Reader()
 	if err != nil {
 		return err

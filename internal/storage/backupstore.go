@@ -207,9 +207,19 @@ func (s *BackupStore) PutBackupLog(ctx context.Context, name string, gzippedLog 
 	return s.putBackupFile(ctx, name, BackupLogFile(name), gzippedLog)
 }
 
-// PutResourceList writes the "<group/version>/<Kind>" → ["ns/name", ...] map.
-func (s *BackupStore) PutResourceList(ctx context.Context, name string, list map[string][]string) error {
-	return s.putBackupGzipJSON(ctx, name, BackupResourceListFile(name), list)
+// JSONDocument is a file's content that writes itself as JSON: a resource
+// list, which is too large at scale to be built as a value in memory.
+type JSONDocument interface {
+	WriteJSON(w io.Writer) error
+}
+
+// PutResourceList writes the "<group/version>/<Kind>" → ["ns/name", ...]
+// map, streamed.
+func (s *BackupStore) PutResourceList(ctx context.Context, name string, list JSONDocument) error {
+	if err := checkName("backup", name); err != nil {
+		return err
+	}
+	return s.putStreamedGzipJSON(ctx, s.BackupKey(name, BackupResourceListFile(name)), list)
 }
 
 // PutBackupResults writes the errors and warnings of the backup.
@@ -263,8 +273,11 @@ func (s *BackupStore) PutRestoreResults(ctx context.Context, name string, result
 }
 
 // PutRestoreResourceList writes the resources a restore created.
-func (s *BackupStore) PutRestoreResourceList(ctx context.Context, name string, list map[string][]string) error {
-	return s.putRestoreGzipJSON(ctx, name, RestoreResourceListFile(name), list)
+func (s *BackupStore) PutRestoreResourceList(ctx context.Context, name string, list JSONDocument) error {
+	if err := checkName("restore", name); err != nil {
+		return err
+	}
+	return s.putStreamedGzipJSON(ctx, s.RestoreKey(name, RestoreResourceListFile(name)), list)
 }
 
 // PutRestoreItemOperations writes a restore's async item operations.
@@ -326,6 +339,30 @@ func (s *BackupStore) PutGzipJSON(ctx context.Context, key string, v any) error 
 		return fmt.Errorf("compress %s: %w", key, err)
 	}
 	return s.put(ctx, key, bytes.NewReader(buf.Bytes()))
+}
+
+// putStreamedGzipJSON writes doc gzipped to key as it is encoded, so
+// neither the JSON nor its compressed form is ever whole in memory.
+func (s *BackupStore) putStreamedGzipJSON(ctx context.Context, key string, doc JSONDocument) error {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gz := gzip.NewWriter(pw)
+		err := doc.WriteJSON(gz)
+		if err != nil {
+			err = fmt.Errorf("encode %s: %w", key, err)
+		} else if err = gz.Close(); err != nil {
+			err = fmt.Errorf("compress %s: %w", key, err)
+		}
+		pw.CloseWithError(err)
+	}()
+	err := s.put(ctx, key, pr)
+	// Unblocks the encoder if the upload stopped reading early; the
+	// caller may free doc once this returns, so the encoder must be done.
+	pr.CloseWithError(errors.New("upload ended"))
+	<-done
+	return err
 }
 
 // GetBackupMetadata returns velero-backup.json; a missing backup gives an

@@ -16,6 +16,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/lifeboat-io/lifeboat/internal/resourcelist"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/internal/storage/filesystem"
 )
@@ -151,7 +152,7 @@ func TestBackupFilesRoundTrip(t *testing.T) {
 		"metadata":         bs.PutBackupMetadata(ctx, "b1", meta),
 		"contents":         bs.PutBackupContents(ctx, "b1", strings.NewReader("tarball")),
 		"log":              bs.PutBackupLog(ctx, "b1", strings.NewReader("gzipped log")),
-		"resource list":    bs.PutResourceList(ctx, "b1", list),
+		"resource list":    bs.PutResourceList(ctx, "b1", resourcelist.FromMap(list)),
 		"results":          bs.PutBackupResults(ctx, "b1", results),
 		"item operations":  bs.PutItemOperations(ctx, "b1", []any{}),
 		"volume snapshots": bs.PutVolumeSnapshots(ctx, "b1", nil),

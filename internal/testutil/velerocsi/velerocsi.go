@@ -36,6 +36,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive/archivetest"
+	"github.com/lifeboat-io/lifeboat/internal/resourcelist"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
 
@@ -225,7 +226,7 @@ func Write(ctx context.Context, store *storage.BackupStore, f Fixture) (*v1.Back
 	}
 	for _, put := range []func() error{
 		func() error { return store.PutBackupLog(ctx, name, bytes.NewReader(logs)) },
-		func() error { return store.PutResourceList(ctx, name, list) },
+		func() error { return store.PutResourceList(ctx, name, resourcelist.FromMap(list)) },
 		func() error {
 			return store.PutBackupResults(ctx, name, map[string]any{"errors": map[string]any{}, "warnings": map[string]any{}})
 		},
