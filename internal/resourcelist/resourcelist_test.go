@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/lifeboat-io/lifeboat/internal/spill"
 )
 
 // want is the file as encoding/json writes the map the old code built.
@@ -26,12 +28,11 @@ func want(t *testing.T, m map[string][]string) string {
 
 func TestWriteIsWhatEncodingJSONWritesForTheMap(t *testing.T) {
 	keys := []string{"v1/ConfigMap", "v1/Secret", "apps/v1/Deployment", "v1/Config", "example.io/v1<beta>/Thing&"}
-	for _, chunk := range []int{64, 4096, DefaultChunkBytes} {
+	for _, chunk := range []int{64, 4096, spill.DefaultChunkBytes} {
 		t.Run(fmt.Sprint(chunk), func(t *testing.T) {
 			dir := t.TempDir()
 			rng := rand.New(rand.NewPCG(1, uint64(chunk)))
-			l := New(dir)
-			l.chunkBytes = chunk
+			l := newList(dir, chunk)
 			m := map[string][]string{}
 			for i := range 3000 {
 				k := keys[rng.IntN(len(keys))]
@@ -49,7 +50,7 @@ func TestWriteIsWhatEncodingJSONWritesForTheMap(t *testing.T) {
 			if w := want(t, m); got.String() != w {
 				t.Fatalf("got %d bytes that differ from encoding/json's %d:\n got %.300s\nwant %.300s", got.Len(), len(w), got.String(), w)
 			}
-			if chunk < DefaultChunkBytes && len(l.runs) == 0 {
+			if chunk < spill.DefaultChunkBytes && l.sorted.Spilled() == 0 {
 				t.Fatalf("chunk of %d bytes: nothing was spilled", chunk)
 			}
 			if err := l.Close(); err != nil {
@@ -76,9 +77,8 @@ func TestEmptyListIsAnEmptyObject(t *testing.T) {
 
 func TestSimilarKeysStayApart(t *testing.T) {
 	// "v1/Foo" is a prefix of "v1/FooBar": each keeps its own entries.
-	l := New(t.TempDir())
+	l := newList(t.TempDir(), 1)
 	defer l.Close()
-	l.chunkBytes = 1
 	m := map[string][]string{}
 	for _, kv := range [][2]string{{"v1/FooBar", "a"}, {"v1/Foo", "z"}, {"v1/Foo", "b"}, {"v1/FooBar", "0"}, {"v1/Fo", "ns/x"}} {
 		l.Add(kv[0], kv[1])
@@ -104,11 +104,10 @@ func TestANULByteIsRefusedNotMisfiled(t *testing.T) {
 }
 
 func TestASpillThatCannotBeWrittenFailsTheWrite(t *testing.T) {
-	l := New(t.TempDir() + "/missing")
+	l := newList(t.TempDir()+"/missing", 1)
 	defer l.Close()
-	l.chunkBytes = 1
 	l.Add("v1/ConfigMap", "ns/a")
-	if err := l.WriteJSON(&bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "spilling the resource list") {
+	if err := l.WriteJSON(&bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "spilling") {
 		t.Fatalf("got %v, want the spill's error", err)
 	}
 }
