@@ -19,9 +19,40 @@ func ownerKey(group, kind, ns, name string) string {
 }
 
 func (r *run) recordUID(group, kind, ns, name string, uid types.UID) {
+	if r.wantedOwners != nil && !r.wantedOwners[group+"/"+kind+"/"+name] {
+		return
+	}
 	r.mu.Lock()
 	r.uids[ownerKey(group, kind, ns, name)] = uid
 	r.mu.Unlock()
+}
+
+// ownerRefsField is how an item that names owners shows it: most items
+// do not, and are not decoded for it.
+var ownerRefsField = []byte(`"ownerReferences"`)
+
+// noteOwners remembers the owners data's item refers to, by group, kind
+// and name: the namespace an owner is restored into may be mapped, and
+// keeping one too many UIDs costs nothing. Called while the archive is
+// spooled, before anything is created; an item that cannot be decoded
+// fails later, where it is restored.
+func (r *run) noteOwners(data []byte) {
+	if !bytes.Contains(data, ownerRefsField) {
+		return
+	}
+	var head struct {
+		Metadata struct {
+			OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(data, &head) != nil {
+		return
+	}
+	for _, ref := range head.Metadata.OwnerReferences {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil {
+			r.wantedOwners[gv.Group+"/"+ref.Kind+"/"+ref.Name] = true
+		}
+	}
 }
 
 // resolveOwner finds the UID an owner got in this restore. Owners live in

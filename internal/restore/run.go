@@ -63,6 +63,10 @@ type run struct {
 	// uids maps an owner's identity (group/kind/namespace/name, target
 	// namespace) to the UID it got here, to rewrite owner references.
 	uids map[string]types.UID
+	// wantedOwners, when not nil, are the owners (group/kind/name) that
+	// restored items refer to: only their UIDs are kept, so the map grows
+	// with the owners, not with every item restored.
+	wantedOwners map[string]bool
 	// fixups are items whose owners were restored after them.
 	fixups []ownerFixup
 	// namespaces already known to exist in the target cluster.
@@ -281,7 +285,7 @@ func (r *run) filter(ctx context.Context) (filter, error) {
 		}
 		return labels.Matches(l), nil
 	}
-	return func(ref archive.ItemRef, data []byte) (bool, error) {
+	keep := func(ref archive.ItemRef, data []byte) (bool, error) {
 		if nonRestorable[ref.GroupResource] {
 			return false, nil
 		}
@@ -290,6 +294,19 @@ func (r *run) filter(ctx context.Context) (filter, error) {
 			return r.spoolSnapshotItem(gr, ref, data, namespaces.ShouldInclude, admit)
 		}
 		return admit(ref, gr, data)
+	}
+	if len(r.actions) > 0 {
+		// Restore item actions may add owner references the archive
+		// lacks: every UID is kept for them.
+		return keep, nil
+	}
+	r.wantedOwners = map[string]bool{}
+	return func(ref archive.ItemRef, data []byte) (bool, error) {
+		ok, err := keep(ref, data)
+		if ok && err == nil {
+			r.noteOwners(data)
+		}
+		return ok, err
 	}, nil
 }
 

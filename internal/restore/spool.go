@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/lifeboat-io/lifeboat/internal/archive"
+	"github.com/lifeboat-io/lifeboat/internal/spill"
 )
 
 // spooledItem is one item of the backup, as stored: its identity as its
@@ -26,6 +28,9 @@ type spooledItem struct {
 	Version string
 	Path    string
 	JSON    []byte
+	// seq numbers the item's copy in the archive (copies next to each
+	// other share one): how a later copy of an item is known to skip.
+	seq uint64
 }
 
 // spool holds the items of one archive on local disk, one file per resource
@@ -35,9 +40,18 @@ type spooledItem struct {
 type spool struct {
 	dir   string
 	types map[string]*spoolFile
-	// seen remembers the items already spooled: an archive holds the
-	// unversioned and the preferred-version copy of each item.
-	seen map[string]struct{}
+	// keys holds "<key>\x00<seq>" of every item copy that did not follow
+	// a copy of the same item, sorted on disk: an archive holds the
+	// unversioned and the preferred-version copy of each item, side by
+	// side in both Lifeboat's and Velero's archives, and only the first
+	// copy is restored. Remembering every key in memory would grow with
+	// the backup; side-by-side copies are told apart by the previous key,
+	// and the sort finds the rest (an archive made otherwise).
+	keys *spill.Sorter
+	// skip are the seqs of later copies of items, found by the sort once
+	// the archive is read; skipped counts them per type.
+	skip    map[uint64]bool
+	skipped map[string]int
 	// index, when not nil, finds an item by key for random access (restore
 	// item actions name additional items to restore first).
 	index map[string]spoolRef
@@ -64,22 +78,26 @@ func newSpool(workDir string) (*spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the restore's temp dir: %w", err)
 	}
-	return &spool{dir: dir, types: map[string]*spoolFile{}, seen: map[string]struct{}{}}, nil
+	return &spool{dir: dir, types: map[string]*spoolFile{}, keys: spill.New(dir, 0), skip: map[uint64]bool{}, skipped: map[string]int{}}, nil
 }
 
-func (s *spool) close() error { return os.RemoveAll(s.dir) }
+func (s *spool) close() error { return errors.Join(s.keys.Close(), os.RemoveAll(s.dir)) }
 
 // filter decides per archived item whether it is restored.
 type filter func(ref archive.ItemRef, data []byte) (bool, error)
 
 // fill reads the archive and spools the items keep accepts. The first copy
 // of an item wins: the unversioned copy comes first in both Lifeboat's and
-// Velero's archives, and both copies hold the same object.
+// Velero's archives, and both copies hold the same object. The later
+// copies are left out as they come when they follow a copy of the same
+// item, and found once the archive is read (findLaterCopies) otherwise.
 func (s *spool) fill(r io.Reader, limits archive.Limits, keep filter) error {
 	ar, err := archive.NewReader(r, limits)
 	if err != nil {
 		return err
 	}
+	var prevKey string
+	var seq uint64
 	for {
 		e, err := ar.Next()
 		if errors.Is(err, io.EOF) {
@@ -92,11 +110,13 @@ func (s *spool) fill(r io.Reader, limits archive.Limits, keep filter) error {
 			continue
 		}
 		ref := *e.Item
-		key := ref.GroupResource + "/" + ref.Namespace + "/" + ref.Name
-		if _, dup := s.seen[key]; dup {
+		key := itemKey(ref.GroupResource, ref.Namespace, ref.Name)
+		if key == prevKey {
 			continue
 		}
-		s.seen[key] = struct{}{}
+		prevKey = key
+		seq++
+		s.keys.Add(key + "\x00" + fmt.Sprintf("%016x", seq))
 		ok, err := keep(ref, e.Data)
 		if err != nil {
 			return fmt.Errorf("archive entry %q: %w", e.Path, err)
@@ -104,7 +124,7 @@ func (s *spool) fill(r io.Reader, limits archive.Limits, keep filter) error {
 		if !ok {
 			continue
 		}
-		if err := s.add(ref, e.Path, e.Data); err != nil {
+		if err := s.add(ref, e.Path, e.Data, seq); err != nil {
 			return err
 		}
 	}
@@ -113,10 +133,43 @@ func (s *spool) fill(r io.Reader, limits archive.Limits, keep filter) error {
 			return fmt.Errorf("spooling %s: %w", gr, err)
 		}
 	}
-	return nil
+	return s.findLaterCopies()
 }
 
-func (s *spool) add(ref archive.ItemRef, path string, data []byte) error {
+// findLaterCopies marks every copy of an item after its first for
+// skipping. Keys hold no NUL and seqs are fixed-width hex, so the sort
+// puts one item's copies together, first copy first.
+func (s *spool) findLaterCopies() error {
+	next, stop, err := s.keys.Sorted()
+	if err != nil {
+		return fmt.Errorf("finding repeated items in the archive: %w", err)
+	}
+	defer stop()
+	prev := ""
+	for {
+		rec, ok, err := next()
+		if err != nil {
+			return fmt.Errorf("finding repeated items in the archive: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		key, seqHex, _ := strings.Cut(rec, "\x00")
+		if key != prev {
+			prev = key
+			continue
+		}
+		seq, err := strconv.ParseUint(seqHex, 16, 64)
+		if err != nil {
+			return fmt.Errorf("finding repeated items in the archive: %w", err)
+		}
+		s.skip[seq] = true
+		gr, _, _ := strings.Cut(key, "/")
+		s.skipped[gr]++
+	}
+}
+
+func (s *spool) add(ref archive.ItemRef, path string, data []byte, seq uint64) error {
 	sf, ok := s.types[ref.GroupResource]
 	if !ok {
 		path := filepath.Join(s.dir, strconv.Itoa(len(s.types)))
@@ -129,9 +182,15 @@ func (s *spool) add(ref archive.ItemRef, path string, data []byte) error {
 	}
 	sf.count++
 	if s.index != nil {
-		s.index[itemKey(ref.GroupResource, ref.Namespace, ref.Name)] = spoolRef{gr: ref.GroupResource, offset: sf.size}
+		// The first copy wins here too.
+		key := itemKey(ref.GroupResource, ref.Namespace, ref.Name)
+		if _, ok := s.index[key]; !ok {
+			s.index[key] = spoolRef{gr: ref.GroupResource, offset: sf.size}
+		}
 	}
-	for _, field := range [][]byte{[]byte(ref.Namespace), []byte(ref.Name), []byte(ref.Version), []byte(path), data} {
+	var seqField [binary.MaxVarintLen64]byte
+	seqLen := binary.PutUvarint(seqField[:], seq)
+	for _, field := range [][]byte{[]byte(ref.Namespace), []byte(ref.Name), []byte(ref.Version), []byte(path), data, seqField[:seqLen]} {
 		var n [binary.MaxVarintLen64]byte
 		nn := binary.PutUvarint(n[:], uint64(len(field)))
 		if _, err := sf.w.Write(n[:nn]); err != nil {
@@ -161,11 +220,15 @@ func (s *spool) lookup(gr, ns, name string) (spooledItem, bool, error) {
 	if err != nil {
 		return spooledItem{}, false, fmt.Errorf("reading spooled %s: %w", gr, err)
 	}
+	if s.skip[it.seq] {
+		// A later copy, spooled while the first was filtered out.
+		return spooledItem{}, false, nil
+	}
 	return it, true, nil
 }
 
 func readRecord(br *bufio.Reader) (spooledItem, error) {
-	var fields [5][]byte
+	var fields [6][]byte
 	for i := range fields {
 		n, err := binary.ReadUvarint(br)
 		if err != nil {
@@ -176,7 +239,11 @@ func readRecord(br *bufio.Reader) (spooledItem, error) {
 			return spooledItem{}, err
 		}
 	}
-	return spooledItem{Namespace: string(fields[0]), Name: string(fields[1]), Version: string(fields[2]), Path: string(fields[3]), JSON: fields[4]}, nil
+	seq, n := binary.Uvarint(fields[5])
+	if n <= 0 {
+		return spooledItem{}, errors.New("a spooled record without its sequence number")
+	}
+	return spooledItem{Namespace: string(fields[0]), Name: string(fields[1]), Version: string(fields[2]), Path: string(fields[3]), JSON: fields[4], seq: seq}, nil
 }
 
 // groupResources lists the spooled types, sorted.
@@ -191,8 +258,8 @@ func (s *spool) groupResources() []string {
 
 func (s *spool) total() int {
 	n := 0
-	for _, sf := range s.types {
-		n += sf.count
+	for gr, sf := range s.types {
+		n += sf.count - s.skipped[gr]
 	}
 	return n
 }
@@ -208,6 +275,9 @@ func (s *spool) each(gr string, fn func(spooledItem) error) error {
 		it, err := readRecord(br)
 		if err != nil {
 			return fmt.Errorf("reading spooled %s: %w", gr, err)
+		}
+		if s.skip[it.seq] {
+			continue
 		}
 		if err := fn(it); err != nil {
 			return err
