@@ -69,6 +69,9 @@ func (l *List) WriteJSON(w io.Writer) error {
 	}
 	defer stop()
 	bw := bufio.NewWriterSize(w, 64<<10)
+	// A bufio.Writer keeps its first error and Flush returns it, so the
+	// writes below need no checks of their own.
+	put := func(s string) { _, _ = bw.WriteString(s) }
 	key, first := "", true
 	for {
 		rec, ok, err := next()
@@ -81,32 +84,32 @@ func (l *List) WriteJSON(w io.Writer) error {
 		k, entry, _ := strings.Cut(rec, sep)
 		switch {
 		case first:
-			bw.WriteString("{")
-			writeString(bw, k)
-			bw.WriteString(":[")
+			put("{")
+			put(quoted(k))
+			put(":[")
 		case k != key:
-			bw.WriteString("],")
-			writeString(bw, k)
-			bw.WriteString(":[")
+			put("],")
+			put(quoted(k))
+			put(":[")
 		default:
-			bw.WriteString(",")
+			put(",")
 		}
-		writeString(bw, entry)
+		put(quoted(entry))
 		key, first = k, false
 	}
 	if first {
-		bw.WriteString("{}\n")
+		put("{}\n")
 	} else {
-		bw.WriteString("]}\n")
+		put("]}\n")
 	}
 	return bw.Flush()
 }
 
-// writeString writes s as encoding/json quotes it (HTML characters
-// escaped too), so the file is byte for byte what json.Marshal would make.
-func writeString(w *bufio.Writer, s string) {
+// quoted is s as encoding/json quotes it (HTML characters escaped too),
+// so the file is byte for byte what json.Marshal would make.
+func quoted(s string) string {
 	b, _ := json.Marshal(s)
-	w.Write(b)
+	return string(b)
 }
 
 // Close removes what the list spilled. It cannot be written after.

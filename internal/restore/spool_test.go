@@ -19,7 +19,9 @@ func TestTheFirstCopyOfAnItemWinsWhereverTheOthersAre(t *testing.T) {
 		return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":%q,"labels":{"keep":%q}},"data":{"v":%q}}`, name, keep, value)
 	}
 	flat := func(name string) string { return "resources/configmaps/namespaces/ns/" + name + ".json" }
-	preferred := func(name string) string { return "resources/configmaps/v1-preferredversion/namespaces/ns/" + name + ".json" }
+	preferred := func(name string) string {
+		return "resources/configmaps/v1-preferredversion/namespaces/ns/" + name + ".json"
+	}
 	var tarball bytes.Buffer
 	if err := archivetest.Tarball(&tarball, []archivetest.Entry{
 		{Name: "metadata/version", Data: []byte("1.1.0\n")},
