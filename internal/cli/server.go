@@ -57,6 +57,8 @@ func newServerCommand(f *Factory) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&opts.MetricsAddress, "metrics-address", opts.MetricsAddress, `address to serve Prometheus metrics on ("0" disables)`)
 	fl.StringVar(&opts.HealthAddress, "health-address", opts.HealthAddress, `address to serve /healthz and /readyz on ("0" disables)`)
+	fl.StringVar(&opts.ProfilingAddress, "profiling-address", "", "serve net/http/pprof on this address (go tool pprof http://ADDRESS/debug/pprof/heap)")
+	_ = fl.MarkHidden("profiling-address")
 	fl.StringVar(&opts.DefaultBackupStorageLocation, "default-backup-storage-location", opts.DefaultBackupStorageLocation, "storage location for backups that name none when no location is marked default")
 	fl.DurationVar(&opts.DefaultBackupTTL, "default-backup-ttl", opts.DefaultBackupTTL, "how long backups without spec.ttl are kept")
 	fl.DurationVar(&opts.StoreValidationFrequency, "store-validation-frequency", opts.StoreValidationFrequency, "how often storage locations are checked when they set no validationFrequency")

@@ -19,6 +19,9 @@ type Options struct {
 	MetricsAddress string
 	// HealthAddress serves /healthz and /readyz; "0" disables the endpoint.
 	HealthAddress string
+	// ProfilingAddress serves net/http/pprof ("" or "0": off), for the
+	// benchmark's heap profiles of a backup, restore or deletion at scale.
+	ProfilingAddress string
 	// DefaultBackupStorageLocation is used by backups that name no location
 	// when no location is marked default.
 	DefaultBackupStorageLocation string

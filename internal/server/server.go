@@ -72,6 +72,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddress},
 		HealthProbeBindAddress:  opts.HealthAddress,
+		PprofBindAddress:        offIfZero(opts.ProfilingAddress),
 		GracefulShutdownTimeout: durationPtr(30 * time.Second),
 		// Controller names are global metrics labels; a process that runs
 		// the server twice (the end-to-end tests restart it) would be
@@ -355,4 +356,13 @@ func pluginInfos(h *pluginhost.Host) []v1.PluginInfo {
 		out = append(out, v1.PluginInfo{Name: e.Name, Kind: string(e.Kind), Binary: e.Binary})
 	}
 	return out
+}
+
+// offIfZero is controller-runtime's address for an endpoint flag: "0",
+// as the other endpoint flags spell off, is "" there.
+func offIfZero(addr string) string {
+	if addr == "0" {
+		return ""
+	}
+	return addr
 }
