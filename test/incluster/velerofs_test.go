@@ -31,6 +31,7 @@ import (
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/hostpods"
 	"github.com/lifeboat-io/lifeboat/internal/install"
+	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 	"github.com/lifeboat-io/lifeboat/internal/testutil/s3server"
@@ -149,7 +150,7 @@ exec /bin/busybox sleep 3600`
 	if err != nil {
 		t.Fatalf("Velero's backup (phase %q after %s): %v", vb.Status.Phase, time.Since(start).Round(time.Second), err)
 	}
-	t.Logf("Velero's backup %s in %s", vb.Status.Phase, time.Since(start).Round(time.Millisecond))
+	t.Logf("Velero's backup %s in %s (%d warnings)", vb.Status.Phase, time.Since(start).Round(time.Millisecond), vb.Status.Warnings)
 	if vb.Status.Phase != v1.BackupPhaseCompleted {
 		t.Fatalf("Velero's backup is %s (%d errors, %d warnings, %q)", vb.Status.Phase, vb.Status.Errors, vb.Status.Warnings, vb.Status.FailureReason)
 	}
@@ -193,8 +194,17 @@ exec /bin/busybox sleep 3600`
 	if len(stored) != 2 {
 		t.Fatalf("Velero stored %d PodVolumeBackups, want 2", len(stored))
 	}
-	// The repository Velero's server created for the namespace, where
+	// The repository Velero's server created for the namespace (its
+	// BackupRepository made Ready before any PodVolumeBackup was), where
 	// Lifeboat's data path will find the snapshots.
+	var repos v1.BackupRepositoryList
+	if err := admin.List(ctx(t), &repos, client.InNamespace(veleroNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	if len(repos.Items) != 1 || repos.Items[0].Spec.VolumeNamespace != ns || repos.Items[0].Spec.RepositoryType != "kopia" ||
+		repos.Items[0].Status.Phase != repository.PhaseReady {
+		t.Errorf("Velero's BackupRepositories: %+v, want one Ready kopia repository of %s", repos.Items, ns)
+	}
 	if repo := srv.Keys(t, bucket, prefix+"/kopia/"+ns+"/"); !slices.Contains(repo, prefix+"/kopia/"+ns+"/kopia.repository") {
 		t.Fatalf("no kopia repository of %s in the bucket: %v", ns, repo)
 	}
@@ -264,11 +274,22 @@ exec /bin/busybox sleep 3600`
 
 // volumeSums is the pod's own md5sum of every file of its two volumes,
 // sorted by path; the done markers a restore leaves (.velero/, as Velero's
-// do) are not the app's files.
+// do) are not the app's files. The sums are read 150 files at a time:
+// execIn keeps 16 KiB of a command's output, the hooks' limit.
 func volumeSums(t *testing.T, ns, pod string) string {
 	t.Helper()
-	return execIn(t, ns, pod, "/bin/busybox", "sh", "-c",
-		"cd / && /bin/busybox find data logs -path data/.velero -prune -o -path logs/.velero -prune -o -type f -print | /bin/busybox sort | /bin/busybox xargs /bin/busybox md5sum")
+	const list = "cd / && /bin/busybox find data logs -path data/.velero -prune -o -path logs/.velero -prune -o -type f -print | /bin/busybox sort"
+	var all strings.Builder
+	for first := 1; first < 3000; first += 150 {
+		out := execIn(t, ns, pod, "/bin/busybox", "sh", "-c",
+			fmt.Sprintf("%s | /bin/busybox sed -n '%d,%dp' | /bin/busybox xargs -r /bin/busybox md5sum", list, first, first+149))
+		if out == "" {
+			return all.String()
+		}
+		all.WriteString(out)
+	}
+	t.Fatalf("pod %s/%s: still more files after 3000:\n%.2000s", ns, pod, all.String())
+	return ""
 }
 
 // waitAppPod waits until the app has exactly one pod, Running, its
