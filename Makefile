@@ -57,10 +57,12 @@ lint:
 	for m in $(LINT_MODULES); do (cd $$m && GOWORK=off $$gl run --allow-serial-runners ./...); done
 
 # The pinned local API server, etcd and S3 server that the tests start, and
-# Velero v1.18.3's CLI that test/velerocli runs and its file-system backup
-# code that test/velerokopia drives (built once per go.sum of test/compat, one
-# after the other since they share its build cache; cold, about 5.5 minutes
-# on two cores).
+# Velero v1.18.3's CLI that test/velerocli runs (test/incluster runs its
+# server) and its file-system backup code that test/velerokopia and
+# test/incluster drive (built once per go.sum of test/compat, one after the
+# other since they share its build cache; cold, about 5.5 minutes on two
+# cores), then Velero's AWS object store plugin (hack/tools/velero-plugin-for-aws),
+# which test/incluster gives Velero's server.
 tools: cluster-tools s3-tools velero-cli
 cluster-tools:
 	hack/cluster-bins.sh >/dev/null
@@ -69,6 +71,7 @@ s3-tools:
 velero-cli:
 	test/compat/build.sh velero >/dev/null
 	test/compat/build.sh velerokopia >/dev/null
+	hack/gotool.sh velero-plugin-for-aws github.com/vmware-tanzu/velero-plugin-for-aws/velero-plugin-for-aws >/dev/null
 lint-tools:
 	hack/gotool.sh golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint >/dev/null
 

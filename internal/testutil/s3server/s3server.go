@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,7 @@ type Server struct {
 	CACert []byte
 
 	tls     bool
+	host    string // the address it listens on; 127.0.0.1 unless WithHost
 	client  *s3.Client
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -71,12 +73,21 @@ type Server struct {
 // Option changes how a server is run.
 type Option func(*Server)
 
-// WithTLS serves HTTPS with a certificate for 127.0.0.1 signed by a CA made
+// WithTLS serves HTTPS with a certificate for its address signed by a CA made
 // for this server alone (Server.CACert), so that only a client given that
 // CA can talk to it: a test of a location's CA settings fails if they are
 // ignored.
 func WithTLS() Option {
 	return func(s *Server) { s.tls = true }
+}
+
+// WithHost listens on host (an IP address of this machine) instead of
+// 127.0.0.1: pods of a real node reach the host at the node's IP, never at
+// its loopback address, so a server that the node's pods and the host's
+// processes share must listen there. With WithTLS the certificate is for
+// host as well.
+func WithHost(host string) Option {
+	return func(s *Server) { s.host = host }
 }
 
 // Start runs a server for the test and stops it when the test ends.
@@ -107,6 +118,7 @@ func Launch(opts ...Option) (*Server, error) {
 		Dir:       filepath.Join(tmp, "data"),
 		logPath:   filepath.Join(tmp, "versitygw.log"),
 		tmp:       tmp,
+		host:      "127.0.0.1",
 	}
 	for _, o := range opts {
 		o(s)
@@ -116,7 +128,7 @@ func Launch(opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	if s.tls {
-		if s.CACert, err = writeServerCert(tmp); err != nil {
+		if s.CACert, err = writeServerCert(tmp, s.host); err != nil {
 			os.RemoveAll(tmp)
 			return nil, fmt.Errorf("making the S3 server's TLS certificate: %w", err)
 		}
@@ -157,10 +169,14 @@ func (s *Server) HTTPClient() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: tr}
 }
 
-// writeServerCert makes a CA and a certificate for 127.0.0.1 signed by it,
+// writeServerCert makes a CA and a certificate for host signed by it,
 // writes the certificate and its key to dir/tls.crt and dir/tls.key for
 // versitygw, and returns the CA's certificate (PEM).
-func writeServerCert(dir string) ([]byte, error) {
+func writeServerCert(dir, host string) ([]byte, error) {
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return nil, fmt.Errorf("the server's host %q is not an IP address", host)
+	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -189,12 +205,12 @@ func writeServerCert(dir string) ([]byte, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		Subject:      pkix.Name{CommonName: host},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  []net.IP{ip},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
@@ -214,11 +230,11 @@ func writeServerCert(dir string) ([]byte, error) {
 }
 
 func (s *Server) run(bin string) error {
-	port, err := freePort()
+	port, err := freePort(s.host)
 	if err != nil {
 		return err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := net.JoinHostPort(s.host, strconv.Itoa(port))
 	s.Endpoint = "http://" + addr
 	args := []string{"--port", addr, "--quiet"}
 	if s.tls {
@@ -368,8 +384,8 @@ func childEnv() []string {
 	return env
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}

@@ -5,7 +5,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,4 +131,40 @@ func TestWithTLSServesOnlyClientsTrustingItsCA(t *testing.T) {
 	if !errors.As(err, &unknown) {
 		t.Errorf("GET without the CA: err = %v, want an unknown-authority error", err)
 	}
+}
+
+// TestWithHostListensOnlyThere: with WithHost the server listens on that
+// address alone (what a real node's pods reach the host at), and with
+// WithTLS its certificate is for that address: a client trusting the CA
+// creates a bucket there, and the same port on 127.0.0.1 answers nothing.
+func TestWithHostListensOnlyThere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts versitygw")
+	}
+	host := nonLoopbackIPv4(t)
+	srv := Start(t, WithHost(host), WithTLS())
+	u, err := url.Parse(srv.Endpoint)
+	if err != nil || u.Scheme != "https" || u.Hostname() != host {
+		t.Fatalf("Endpoint = %q, want https://%s:<port>", srv.Endpoint, host)
+	}
+	srv.NewBucket(t) // verifies the certificate against host
+	if answers("http://127.0.0.1:" + u.Port()) {
+		t.Errorf("127.0.0.1:%s answers; the server should listen on %s only", u.Port(), host)
+	}
+}
+
+// nonLoopbackIPv4 is an IPv4 address of this machine other than loopback.
+func nonLoopbackIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && ipn.IP.IsGlobalUnicast() {
+			return ipn.IP.String()
+		}
+	}
+	t.Fatalf("this machine has no non-loopback IPv4 address among %v", addrs)
+	return ""
 }

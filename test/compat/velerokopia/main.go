@@ -8,8 +8,13 @@
 // an S3 server to show that Lifeboat restores what Velero stores and the
 // other way round.
 //
-//	velerokopia [store flags] backup -path DIR -pod POD -volume VOL [-tag k=v ...]
+//	velerokopia [store flags] backup -path DIR -pod POD -volume VOL [-claim PVC] [-tag k=v ...] [-pod-volume-tags=false]
 //	velerokopia [store flags] restore -snapshot ID -target DIR
+//
+// With -pod-volume-tags=false and -claim, a backup is the one Velero
+// v1.18's node agent makes for a PodVolumeBackup (its micro service passes
+// no tags, and names the source after the claim when there is one), so a
+// test playing the node agent's part stores what Velero's would.
 //
 // Each prints one JSON object on stdout. $HOME holds Velero's repository
 // config files (Velero keeps them under $HOME/udmrepo).
@@ -145,22 +150,32 @@ func backup(ctx context.Context, up uploaderprovider.Provider, sf storeFlags, ar
 	path := fs.String("path", "", "the directory to back up")
 	pod := fs.String("pod", "", "the pod's name (snapshot source and tag)")
 	volume := fs.String("volume", "", "the volume's name (snapshot source and tag)")
+	claim := fs.String("claim", "", "the claim's name when the volume is a claim's (it names the snapshot source instead of the volume)")
+	podVolumeTags := fs.Bool("pod-volume-tags", true, "tag the snapshot with pod, ns and volume; false: only -tag's and the uploader's own, as Velero v1.18's node agent")
 	var tags tagFlags
 	fs.Var(&tags, "tag", "k=v, a snapshot tag (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	t := map[string]string{"pod": *pod, "ns": sf.namespace, "volume": *volume}
+	t := map[string]string{}
+	if *podVolumeTags {
+		t = map[string]string{"pod": *pod, "ns": sf.namespace, "volume": *volume}
+	}
 	for k, v := range tags {
 		t[k] = v
 	}
-	// The source Velero's pod volume backup gives: namespace/pod/volume.
-	realSource := strings.Join([]string{sf.namespace, *pod, *volume}, "/")
-	id, empty, total, _, err := up.RunBackup(ctx, *path, realSource, t, false, "", uploader.PersistentVolumeFilesystem, nil, progress{})
+	// The source Velero's pod volume backup gives (podvolume.GetRealSource):
+	// namespace/pod/claim for a claim's volume, else namespace/pod/volume.
+	last := *volume
+	if *claim != "" {
+		last = *claim
+	}
+	realSource := strings.Join([]string{sf.namespace, *pod, last}, "/")
+	id, empty, total, incremental, err := up.RunBackup(ctx, *path, realSource, t, false, "", uploader.PersistentVolumeFilesystem, nil, progress{})
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(out).Encode(map[string]any{"snapshotID": id, "empty": empty, "totalBytes": total})
+	return json.NewEncoder(out).Encode(map[string]any{"snapshotID": id, "empty": empty, "totalBytes": total, "incrementalBytes": incremental})
 }
 
 func restore(ctx context.Context, up uploaderprovider.Provider, args []string, out io.Writer) error {
