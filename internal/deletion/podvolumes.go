@@ -157,9 +157,9 @@ func (e *Engine) podVolumeSnapshots(ctx context.Context, store *storage.BackupSt
 // repository's maintenance reclaims the data only it held, as in Velero),
 // one at a time, then each repository they used is rid of the backup's
 // snapshots nothing recorded, checkpointed by position (the snapshots,
-// then the repositories); then the PodVolumeBackup objects go. Like the native snapshot step, and unlike DeleteItemActions, a
-// failure is never skipped: the snapshot would be left with nothing
-// recording it.
+// then the repositories); then the PodVolumeBackup objects go. Like the
+// native snapshot step, and unlike DeleteItemActions, a failure is never
+// skipped: the snapshot would be left with nothing recording it.
 func (r *run) podVolumes(ctx context.Context) error {
 	w, err := r.e.podVolumeSnapshots(ctx, r.in.Store, r.in.Backup, dataUID(r.in.Backup, r.storedUID))
 	if err != nil {
