@@ -26,6 +26,8 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
+	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/testutil/clitest"
 )
 
 // TestKillingTheNodeAgentMidUploadLosesNothingSilently: the node agent is
@@ -129,7 +131,7 @@ func TestKillingTheNodeAgentMidUploadLosesNothingSilently(t *testing.T) {
 	if b.Status.Phase != v1.BackupPhasePartiallyFailed {
 		t.Fatalf("backup %s (%d errors, %q): want PartiallyFailed, a volume was lost", b.Status.Phase, b.Status.Errors, b.Status.FailureReason)
 	}
-	results := gunzip(t, filepath.Join(store, "backups", "backups", backupName, backupName+"-results.json.gz"))
+	results := gunzip(t, filepath.Join(store, "backups", "backups", backupName, storage.BackupResultsFile(backupName)))
 	if want := fmt.Sprintf("pod volume %s/%s:data: PodVolumeBackup %s ended Failed: the node agent on node", ns, pod.Name, pvb.Name); !strings.Contains(results, want) ||
 		!strings.Contains(results, "restarted while this transfer was InProgress") {
 		t.Errorf("the backup's results:\n%s\nwant an error naming the pod, the volume and the node agent's restart (%q)", results, want)
@@ -155,7 +157,11 @@ func TestKillingTheNodeAgentMidUploadLosesNothingSilently(t *testing.T) {
 	if want := fmt.Sprintf("in the repository of namespace %s in location %s (backup-uid %s)", ns, install.LocationName, uid); !strings.Contains(plan, want) {
 		t.Errorf("dry run:\n%s\nwant it to name the repository searched for the backup's checkpoints (%q)", plan, want)
 	}
-	lifeboat(t, "backup", "delete", backupName, "--confirm", "--wait", "--timeout", "2m")
+	if out, err := clitest.Run(node.Kubeconfig, nil, "backup", "delete", backupName, "--confirm", "--wait", "--timeout", "2m"); err != nil {
+		var reqs v1.DeleteBackupRequestList
+		_ = admin.List(ctx(t), &reqs, client.InNamespace(serverNamespace))
+		t.Fatalf("backup delete: %v\n%s\nrequests: %+v\nserver log:\n%s", err, out, reqs.Items, serverLog(t))
+	}
 	if err := admin.Get(ctx(t), client.ObjectKeyFromObject(b), &v1.Backup{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Backup after its deletion: %v, want it gone", err)
 	}
