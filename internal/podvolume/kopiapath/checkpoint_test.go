@@ -63,7 +63,7 @@ type stallDir struct {
 func (d *stallDir) Child(ctx context.Context, name string) (fs.Entry, error) {
 	e, err := d.Directory.Child(ctx, name)
 	if err != nil {
-		return nil, err //nolint:wrapcheck // kopia tells a missing entry by its error
+		return nil, err // kopia tells a missing entry by its error
 	}
 	return stallEntry(e, d.n, d.release), nil
 }
@@ -71,7 +71,7 @@ func (d *stallDir) Child(ctx context.Context, name string) (fs.Entry, error) {
 func (d *stallDir) Iterate(ctx context.Context) (fs.DirectoryIterator, error) {
 	it, err := d.Directory.Iterate(ctx)
 	if err != nil {
-		return nil, err //nolint:wrapcheck
+		return nil, err
 	}
 	return &stallIter{DirectoryIterator: it, d: d}, nil
 }
@@ -84,7 +84,7 @@ type stallIter struct {
 func (i *stallIter) Next(ctx context.Context) (fs.Entry, error) {
 	e, err := i.DirectoryIterator.Next(ctx)
 	if e == nil || err != nil {
-		return e, err //nolint:wrapcheck
+		return e, err
 	}
 	return stallEntry(e, i.d.n, i.d.release), nil
 }
@@ -98,7 +98,7 @@ type stallFile struct {
 func (f *stallFile) Open(ctx context.Context) (fs.Reader, error) {
 	r, err := f.File.Open(ctx)
 	if err != nil {
-		return nil, err //nolint:wrapcheck
+		return nil, err
 	}
 	return &stallReader{Reader: r, ctx: ctx, left: f.n, release: f.release}, nil
 }
@@ -124,7 +124,7 @@ func (r *stallReader) Read(p []byte) (int, error) {
 	}
 	n, err := r.Reader.Read(p)
 	r.left -= int64(n)
-	return n, err //nolint:wrapcheck // io.EOF must stay io.EOF
+	return n, err // io.EOF must stay io.EOF
 }
 
 // snapshotsTagged lists the snapshot manifests tagged with the backup's UID,

@@ -51,7 +51,7 @@ func newOwnedFS(ctx context.Context, opt *filesystem.Options, isCreate bool) (bl
 	}
 	st, err := filesystem.New(ctx, opt, isCreate)
 	if err != nil {
-		return nil, err //nolint:wrapcheck // kopia's error names the path
+		return nil, err // kopia's error names the path; the caller adds the location
 	}
 	if _, ok := st.(shardPather); !ok {
 		return nil, fmt.Errorf("%s storage at %s: kopia's filesystem storage does not tell where a blob goes", ownedFSType, opt.Path)
@@ -74,7 +74,7 @@ func ownFilesystemStorage(ctx context.Context, opt *filesystem.Options, create b
 			}
 		}
 	}
-	return filesystem.New(ctx, opt, create) //nolint:wrapcheck // kopia's error names the path
+	return filesystem.New(ctx, opt, create) // kopia's error names the path; the caller adds the location
 }
 
 // PutBlob stores the blob, whose file kopia hands to the owner, then hands
@@ -82,7 +82,7 @@ func ownFilesystemStorage(ctx context.Context, opt *filesystem.Options, create b
 // repository's directory.
 func (s *ownedFS) PutBlob(ctx context.Context, id blob.ID, data blob.Bytes, opts blob.PutOptions) error {
 	if err := s.Storage.PutBlob(ctx, id, data, opts); err != nil {
-		return err //nolint:wrapcheck // the repository's own error
+		return err // kopia's, naming the blob, which its callers inspect: nothing to add
 	}
 	dir, _, err := s.Storage.(shardPather).GetShardedPathAndFilePath(ctx, id)
 	if err != nil {
