@@ -51,6 +51,14 @@ type DeletionPlan struct {
 	// as "<volume namespace>/<snapshot ID> (pod <pod>, volume <volume>)".
 	// +optional
 	PodVolumeSnapshots []string `json:"podVolumeSnapshots,omitempty"`
+	// PodVolumeRepositories are the repositories the backup's
+	// PodVolumeBackups used, as "namespace <volume namespace> in location
+	// <location> (backup-uid <uid>)": after the snapshots above, every other
+	// pod volume snapshot tagged with the backup's UID (checkpoints of
+	// uploads that failed, snapshots no PodVolumeBackup recorded) is
+	// forgotten in each.
+	// +optional
+	PodVolumeRepositories []string `json:"podVolumeRepositories,omitempty"`
 	// Restores are the Restores of the backup, deleted with their files.
 	// +optional
 	Restores []string `json:"restores,omitempty"`

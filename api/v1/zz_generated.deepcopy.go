@@ -845,6 +845,11 @@ func (in *DeletionPlan) DeepCopyInto(out *DeletionPlan) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.PodVolumeRepositories != nil {
+		in, out := &in.PodVolumeRepositories, &out.PodVolumeRepositories
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Restores != nil {
 		in, out := &in.Restores, &out.Restores
 		*out = make([]string, len(*in))

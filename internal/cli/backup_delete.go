@@ -301,6 +301,9 @@ func printPlan(out io.Writer, backup string, p *v1.DeletionPlan) {
 	for _, s := range p.PodVolumeSnapshots {
 		fmt.Fprintf(out, "     - %s\n", s)
 	}
+	for _, r := range p.PodVolumeRepositories {
+		fmt.Fprintf(out, "   then every other pod volume snapshot of the backup (checkpoints of failed uploads, unrecorded ones) in the repository of %s\n", r)
+	}
 	fmt.Fprintf(out, "4. delete %s\n", counted(int64(len(p.Restores)), "restore"))
 	for _, r := range p.Restores {
 		fmt.Fprintf(out, "     - %s\n", r)

@@ -103,3 +103,22 @@ func TestBackupDeleteForceSaysWhatIsLeftBehind(t *testing.T) {
 		t.Errorf("backup after --force: %v, want it gone", err)
 	}
 }
+
+// The dry run says, under the pod volume step, which repositories are
+// searched for the backup's snapshots nothing records, on lines that are
+// not list items (scripts count the step's "- " lines as snapshots).
+func TestPrintPlanNamesTheRepositoriesSearchedForUnrecordedSnapshots(t *testing.T) {
+	var out bytes.Buffer
+	printPlan(&out, "nightly", &v1.DeletionPlan{
+		PodVolumeSnapshots:    []string{"shop/k1 (pod db-0, volume data)"},
+		PodVolumeRepositories: []string{"namespace shop in location default (backup-uid uid-1)", "namespace crm in location default (backup-uid uid-1)"},
+	})
+	want := "3. forget 1 pod volume snapshot\n" +
+		"     - shop/k1 (pod db-0, volume data)\n" +
+		"   then every other pod volume snapshot of the backup (checkpoints of failed uploads, unrecorded ones) in the repository of namespace shop in location default (backup-uid uid-1)\n" +
+		"   then every other pod volume snapshot of the backup (checkpoints of failed uploads, unrecorded ones) in the repository of namespace crm in location default (backup-uid uid-1)\n" +
+		"4. delete 0 restores\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("dry run:\n%s\nwant it to hold:\n%s", out.String(), want)
+	}
+}

@@ -68,6 +68,10 @@ func newNodeAgentCommand(f *Factory) *cobra.Command {
 	_ = fl.MarkHidden("cpu-profile")
 	fl.StringVar(&opts.ProfilingAddress, "profiling-address", "", "serve net/http/pprof on this address (go tool pprof http://ADDRESS/debug/pprof/heap)")
 	_ = fl.MarkHidden("profiling-address")
+	// For the in-cluster test that kills the node agent mid-upload: kopia's
+	// checkpoints, every 45 minutes otherwise, come within the test's time.
+	fl.DurationVar(&opts.CheckpointInterval, "checkpoint-interval", 0, "save a kopia checkpoint snapshot of a running backup this often (0: kopia's 45m, also the most kopia accepts)")
+	_ = fl.MarkHidden("checkpoint-interval")
 	return cmd
 }
 

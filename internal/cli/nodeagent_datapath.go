@@ -35,7 +35,8 @@ func newKopiaDataPath(_ context.Context, deps nodeagent.Deps) (podvolume.DataPat
 		Storage: resolver, Secrets: deps.Reader, Namespace: deps.Namespace,
 		WorkDir: work.Path(), Log: deps.Log.With("component", "repositories"),
 	}
-	return &kopiaDataPath{DataPath: &kopiapath.DataPath{Repositories: repos, Log: deps.Log}, work: work}, nil
+	dp := &kopiapath.DataPath{Repositories: repos, Log: deps.Log, CheckpointInterval: deps.CheckpointInterval}
+	return &kopiaDataPath{DataPath: dp, work: work}, nil
 }
 
 // Close closes the repositories, then removes the work directory holding

@@ -7,6 +7,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -34,6 +35,16 @@ func TestNodeAgentFlags(t *testing.T) {
 	}
 	if gotDP == nil {
 		t.Error("the node agent got no data path: every transfer would fail")
+	}
+	if got.CheckpointInterval != 0 {
+		t.Errorf("checkpoint interval %s by default: want 0, kopia's own", got.CheckpointInterval)
+	}
+	if err := runReal(t, "node-agent", "--kubeconfig", kubeconfig, "--checkpoint-interval", "2s"); err != nil || got.CheckpointInterval != 2*time.Second {
+		t.Errorf("--checkpoint-interval 2s: %v, interval %s", err, got.CheckpointInterval)
+	}
+	err := runReal(t, "node-agent", "--kubeconfig", kubeconfig, "--checkpoint-interval", "1h")
+	if err == nil || !strings.Contains(err.Error(), "--checkpoint-interval") {
+		t.Errorf("--checkpoint-interval 1h: %v; want an error naming the flag (kopia refuses more than 45m)", err)
 	}
 }
 

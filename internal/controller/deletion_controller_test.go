@@ -271,9 +271,14 @@ func TestARestoreThatEndsWakesItsBackupsDeletions(t *testing.T) {
 func TestAPIPlanListsPodVolumeSnapshots(t *testing.T) {
 	p := &deletion.Plan{PodVolumeSnapshots: []deletion.PodVolumeSnapshotPlan{
 		{SnapshotID: "k1", VolumeNamespace: "shop", Location: "default", Pod: "db-0", Volume: "data"},
+	}, PodVolumeRepositories: []deletion.PodVolumeRepositoryPlan{
+		{VolumeNamespace: "shop", Location: "default", BackupUID: "uid-1"},
 	}}
 	out := apiPlan(p)
 	if !slices.Equal(out.PodVolumeSnapshots, []string{"shop/k1 (pod db-0, volume data)"}) {
 		t.Errorf("pod volume snapshots %v", out.PodVolumeSnapshots)
+	}
+	if !slices.Equal(out.PodVolumeRepositories, []string{"namespace shop in location default (backup-uid uid-1)"}) {
+		t.Errorf("pod volume repositories %v", out.PodVolumeRepositories)
 	}
 }

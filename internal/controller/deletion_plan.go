@@ -86,6 +86,9 @@ func apiPlan(p *deletion.Plan) *v1.DeletionPlan {
 	for _, s := range p.PodVolumeSnapshots {
 		take(fmt.Sprintf("%s/%s (pod %s, volume %s)", s.VolumeNamespace, s.SnapshotID, s.Pod, s.Volume), &out.PodVolumeSnapshots)
 	}
+	for _, r := range p.PodVolumeRepositories {
+		take(fmt.Sprintf("namespace %s in location %s (backup-uid %s)", r.VolumeNamespace, r.Location, r.BackupUID), &out.PodVolumeRepositories)
+	}
 	for _, rp := range p.Restores {
 		take(rp.Name, &out.Restores)
 	}

@@ -231,7 +231,9 @@ type run struct {
 	// leaveLocation: the backup stored nothing, so the steps that work on
 	// its stored data are passed over.
 	leaveLocation bool
-	left          []string
+	// storedUID is the UID velero-backup.json records, once checked.
+	storedUID string
+	left      []string
 	// pending counts calls finished since the last checkpoint handed over.
 	pending int
 	dirty   bool
@@ -341,11 +343,13 @@ func (r *run) checkLocationSteps(ctx context.Context) error {
 		r.warn(storedNothingWarning(b))
 		return nil
 	}
-	if err := checkIdentity(ctx, r.in.Store, b); err != nil {
+	uid, err := checkIdentity(ctx, r.in.Store, b)
+	if err != nil {
 		r.log.Error("backup deletion refused: the stored backup is not this Backup's", "error", err)
 		_ = r.fail(v1.DeletionError{Message: err.Error()})
 		return err
 	}
+	r.storedUID = uid
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package deletion
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,10 +39,14 @@ func (e *IdentityError) Error() string {
 // the sync created, the UID on b's StoredUIDAnnotation. A store holding no
 // velero-backup.json under the name has no finished backup there: what
 // is left is a run that never finished, which deleting may remove.
-func checkIdentity(ctx context.Context, store *storage.BackupStore, b *v1.Backup) error {
+//
+// It returns the UID the stored backup records ("" when there is no
+// velero-backup.json): the UID its data was written under, which pod volume
+// snapshots carry in their backup-uid tag.
+func checkIdentity(ctx context.Context, store *storage.BackupStore, b *v1.Backup) (string, error) {
 	data, err := store.GetBackupMetadata(ctx, b.Name)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil
+		return "", nil
 	}
 	idErr := &IdentityError{Backup: b.Name, UID: string(b.UID), Location: b.Spec.StorageLocation}
 	var stored struct {
@@ -53,19 +58,27 @@ func checkIdentity(ctx context.Context, store *storage.BackupStore, b *v1.Backup
 	case errors.Is(err, storage.ErrMetadataTooLarge):
 		idErr.Problem = storage.ErrMetadataTooLarge.Error()
 	case err != nil:
-		return fmt.Errorf("reading %s to check whose backup it is: %w", storage.BackupMetadataFile, err)
+		return "", fmt.Errorf("reading %s to check whose backup it is: %w", storage.BackupMetadataFile, err)
 	case json.Unmarshal(data, &stored) != nil:
 		idErr.Problem = "it is not a Backup in JSON"
 	case stored.Metadata.UID == "":
 		idErr.Problem = "it records no metadata.uid"
 	}
 	if idErr.Problem != "" {
-		return idErr
+		return "", idErr
 	}
 	uid := stored.Metadata.UID
 	if uid == string(b.UID) || uid == b.Annotations[v1.StoredUIDAnnotation] {
-		return nil
+		return uid, nil
 	}
 	idErr.StoredUID = uid
-	return idErr
+	return "", idErr
+}
+
+// dataUID is the UID b's data was written under: the one velero-backup.json
+// records (stored, from checkIdentity) when there is one; else, for a run
+// that never finished, the Backup's own (or, for a Backup the sync created,
+// the stored UID it was created with).
+func dataUID(b *v1.Backup, stored string) string {
+	return cmp.Or(stored, b.Annotations[v1.StoredUIDAnnotation], string(b.UID))
 }

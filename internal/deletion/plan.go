@@ -25,6 +25,10 @@ type Plan struct {
 	// PodVolumeSnapshots are the kopia snapshots of pod volumes to forget,
 	// in the order Run forgets them.
 	PodVolumeSnapshots []PodVolumeSnapshotPlan `json:"podVolumeSnapshots"`
+	// PodVolumeRepositories are the repositories the backup's
+	// PodVolumeBackups used; after the snapshots above, every other pod
+	// volume snapshot tagged with the backup's UID is forgotten in each.
+	PodVolumeRepositories []PodVolumeRepositoryPlan `json:"podVolumeRepositories"`
 	// Restores are the Restores of the backup, by name, with their keys.
 	Restores []RestorePlan `json:"restores"`
 	// BackupKeys are the keys under backups/<name>/, in deletion order:
@@ -63,17 +67,19 @@ type RestorePlan struct {
 // plan of a big backup holds every matching item: it is meant for showing,
 // while Run streams.
 func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupStore) (*Plan, error) {
-	p := &Plan{Backup: b.Name, Actions: []ActionPlan{}, Snapshots: []SnapshotPlan{}, PodVolumeSnapshots: []PodVolumeSnapshotPlan{}, Restores: []RestorePlan{}, BackupKeys: []string{}}
+	p := &Plan{Backup: b.Name, Actions: []ActionPlan{}, Snapshots: []SnapshotPlan{}, PodVolumeSnapshots: []PodVolumeSnapshotPlan{}, PodVolumeRepositories: []PodVolumeRepositoryPlan{}, Restores: []RestorePlan{}, BackupKeys: []string{}}
 	if store == nil {
 		p.Warnings = append(p.Warnings, "the backup records no storage location: there is no tarball, no snapshot record and no key to delete")
 	}
 	// stored is where the backup's own data is: nil when it has none.
 	stored := store
+	var storedUID string
 	if store != nil && b.StoredNothing() {
 		p.Warnings = append(p.Warnings, storedNothingWarning(b))
 		stored = nil
 	} else if store != nil {
-		if err := checkIdentity(ctx, store, b); err != nil {
+		var err error
+		if storedUID, err = checkIdentity(ctx, store, b); err != nil {
 			return nil, err
 		}
 	}
@@ -135,11 +141,12 @@ func (e *Engine) Plan(ctx context.Context, b *v1.Backup, store *storage.BackupSt
 		}
 	}
 	if stored != nil {
-		w, err := e.podVolumeSnapshots(ctx, stored, b)
+		w, err := e.podVolumeSnapshots(ctx, stored, b, dataUID(b, storedUID))
 		if err != nil {
 			return nil, err
 		}
 		p.PodVolumeSnapshots = append(p.PodVolumeSnapshots, w.snaps...)
+		p.PodVolumeRepositories = append(p.PodVolumeRepositories, w.repos...)
 	}
 	if e.Cluster != nil {
 		names, err := e.Cluster.Restores(ctx, b.Name)

@@ -46,9 +46,25 @@ type PodVolumeSnapshotPlan struct {
 	Source          string `json:"source"`
 }
 
+// PodVolumeRepositoryPlan is one repository the backup's PodVolumeBackups
+// used (failed ones too). Once the recorded snapshots are forgotten, every
+// other pod volume snapshot in it tagged with BackupUID is forgotten as
+// well: checkpoints of uploads that failed, and a snapshot whose node agent
+// was killed before it recorded the ID. Nothing records those, so without
+// this they would stay for good.
+type PodVolumeRepositoryPlan struct {
+	VolumeNamespace string `json:"volumeNamespace"`
+	Location        string `json:"location"`
+	// BackupUID is the snapshots' backup-uid tag: the UID of the Backup
+	// that wrote them (for a Backup the sync created, the stored UID).
+	BackupUID string `json:"backupUID"`
+}
+
 // podVolumeWork is what the step forgets and then deletes.
 type podVolumeWork struct {
 	snaps []PodVolumeSnapshotPlan
+	// repos come after snaps, in positions len(snaps) onwards.
+	repos []PodVolumeRepositoryPlan
 	// objects are the in-cluster PodVolumeBackups, deleted once every
 	// snapshot is forgotten, as Velero's owner references have them go
 	// with the Backup.
@@ -66,12 +82,16 @@ type podVolumeWork struct {
 // alone may be a leftover of another backup of the same name. An object
 // whose velero.io/backup-uid label names another Backup is left out for the
 // same reason. Entries without a snapshot ID (empty volumes, failed ones)
-// have nothing to forget. The repository is the one in the backup's
+// have nothing to forget, but their repositories are among those swept for
+// the backup's unrecorded snapshots. The repository is the one in the backup's
 // location, as Velero's deletion picks it: a stored PodVolumeBackup of a
 // backup synced from another cluster names that cluster's location (the
 // PodVolumeBackup's own location only when the Backup names none). The
 // list is sorted, so positions are stable across attempts.
-func (e *Engine) podVolumeSnapshots(ctx context.Context, store *storage.BackupStore, b *v1.Backup) (podVolumeWork, error) {
+//
+// uid is the UID the backup's data was written under (dataUID): its
+// snapshots are tagged with it.
+func (e *Engine) podVolumeSnapshots(ctx context.Context, store *storage.BackupStore, b *v1.Backup, uid string) (podVolumeWork, error) {
 	var w podVolumeWork
 	var stored []v1.PodVolumeBackup
 	if store != nil {
@@ -111,6 +131,15 @@ func (e *Engine) podVolumeSnapshots(ctx context.Context, store *storage.BackupSt
 	for _, p := range w.objects {
 		add(p, "cluster")
 	}
+	if uid != "" {
+		for _, s := range w.snaps {
+			w.repos = append(w.repos, PodVolumeRepositoryPlan{VolumeNamespace: s.VolumeNamespace, Location: s.Location, BackupUID: uid})
+		}
+		slices.SortFunc(w.repos, func(a, b PodVolumeRepositoryPlan) int {
+			return cmp.Or(cmp.Compare(a.VolumeNamespace, b.VolumeNamespace), cmp.Compare(a.Location, b.Location))
+		})
+		w.repos = slices.Compact(w.repos)
+	}
 	w.snaps = slices.DeleteFunc(w.snaps, func(s PodVolumeSnapshotPlan) bool { return s.SnapshotID == "" })
 	slices.SortFunc(w.snaps, func(a, b PodVolumeSnapshotPlan) int {
 		return cmp.Or(cmp.Compare(a.VolumeNamespace, b.VolumeNamespace), cmp.Compare(a.Location, b.Location),
@@ -126,12 +155,13 @@ func (e *Engine) podVolumeSnapshots(ctx context.Context, store *storage.BackupSt
 // podVolumes is the pod volume snapshot step: each kopia snapshot of the
 // backup's PodVolumeBackups is forgotten (its manifest deleted; the
 // repository's maintenance reclaims the data only it held, as in Velero),
-// one at a time, checkpointed by position; then the PodVolumeBackup objects
-// go. Like the native snapshot step, and unlike DeleteItemActions, a
-// failure is never skipped: the snapshot would be left with nothing
-// recording it.
+// one at a time, then each repository they used is rid of the backup's
+// snapshots nothing recorded, checkpointed by position (the snapshots,
+// then the repositories); then the PodVolumeBackup objects go. Like the
+// native snapshot step, and unlike DeleteItemActions, a failure is never
+// skipped: the snapshot would be left with nothing recording it.
 func (r *run) podVolumes(ctx context.Context) error {
-	w, err := r.e.podVolumeSnapshots(ctx, r.in.Store, r.in.Backup)
+	w, err := r.e.podVolumeSnapshots(ctx, r.in.Store, r.in.Backup, dataUID(r.in.Backup, r.storedUID))
 	if err != nil {
 		return r.fail(v1.DeletionError{Step: v1.DeletionStepPodVolumeSnapshots, Message: err.Error()})
 	}
@@ -143,7 +173,7 @@ func (r *run) podVolumes(ctx context.Context) error {
 	r.mu.Unlock()
 
 	locs := map[string]*v1.BackupStorageLocation{}
-	for i, s := range w.snaps {
+	for i := range len(w.snaps) + len(w.repos) {
 		pos := int64(i)
 		if err := ctx.Err(); err != nil {
 			return err
@@ -164,18 +194,32 @@ func (r *run) podVolumes(ctx context.Context) error {
 			r.mu.Unlock()
 			continue
 		}
-		err := r.forget(ctx, s, locs)
+		var (
+			forgotten int64
+			left      string
+			err       error
+		)
+		if i < len(w.snaps) {
+			s := w.snaps[i]
+			err = r.forget(ctx, s, locs)
+			forgotten = 1
+			left = fmt.Sprintf("pod volume snapshot %s (pod %s/%s, volume %s)", s.SnapshotID, s.VolumeNamespace, s.Pod, s.Volume)
+		} else {
+			rp := w.repos[i-len(w.snaps)]
+			forgotten, err = r.forgetUnrecorded(ctx, rp, locs)
+			left = fmt.Sprintf("pod volume snapshots tagged backup-uid %s in the repository of namespace %s in location %s", rp.BackupUID, rp.VolumeNamespace, rp.Location)
+		}
 		r.mu.Lock()
 		ok := err == nil
 		if ok {
-			r.state.PodVolumeSnapshotsForgotten++
+			r.state.PodVolumeSnapshotsForgotten += forgotten
 		}
 		p.finish(pos, ok)
 		p.scannedTo(pos + 1)
 		r.dirty = true
 		r.mu.Unlock()
 		if !ok {
-			r.leftBehind(fmt.Sprintf("pod volume snapshot %s (pod %s/%s, volume %s)", s.SnapshotID, s.VolumeNamespace, s.Pod, s.Volume))
+			r.leftBehind(left)
 		}
 		r.flush()
 	}
@@ -183,7 +227,7 @@ func (r *run) podVolumes(ctx context.Context) error {
 	complete, failures := p.complete(), p.failures
 	r.mu.Unlock()
 	if !complete {
-		return fmt.Errorf("%d pod volume snapshots not forgotten", failures)
+		return fmt.Errorf("%d pod volume snapshots (or repositories' unrecorded ones) not forgotten", failures)
 	}
 	for i := range w.objects {
 		o := &w.objects[i]
@@ -193,6 +237,52 @@ func (r *run) podVolumes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// location reads a BackupStorageLocation once per attempt.
+func (r *run) location(ctx context.Context, name string, locs map[string]*v1.BackupStorageLocation) (*v1.BackupStorageLocation, error) {
+	if bsl, ok := locs[name]; ok {
+		return bsl, nil
+	}
+	bsl, err := r.e.PodVolumes.StorageLocation(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	locs[name] = bsl
+	return bsl, nil
+}
+
+// forgetUnrecorded forgets the backup's snapshots in one repository that no
+// PodVolumeBackup names (after those that are named are gone: all that
+// remains of the backup there) and returns how many there were.
+func (r *run) forgetUnrecorded(ctx context.Context, rp PodVolumeRepositoryPlan, locs map[string]*v1.BackupStorageLocation) (int64, error) {
+	fail := func(err error) error {
+		r.log.Error("forgetting a backup's unrecorded pod volume snapshots", "backupUID", rp.BackupUID, "namespace", rp.VolumeNamespace,
+			"location", rp.Location, "error", err)
+		return r.fail(v1.DeletionError{
+			Step: v1.DeletionStepPodVolumeSnapshots, Name: rp.VolumeNamespace + "@" + rp.Location,
+			Message: fmt.Sprintf("forgetting the snapshots tagged backup-uid %s that no PodVolumeBackup records (checkpoints of failed uploads) in the repository of namespace %s in location %s: %v",
+				rp.BackupUID, rp.VolumeNamespace, rp.Location, err),
+		})
+	}
+	if r.e.Forgetter == nil || r.e.PodVolumes == nil {
+		return 0, fail(errors.New("the server has no access to file-system backup repositories"))
+	}
+	bsl, err := r.location(ctx, rp.Location, locs)
+	if err != nil {
+		return 0, fail(err)
+	}
+	ids, err := r.e.Forgetter.ForgetBackup(ctx, podvolume.Repository{Location: bsl, VolumeNamespace: rp.VolumeNamespace}, rp.BackupUID)
+	if errors.Is(err, repository.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fail(err)
+	}
+	if len(ids) > 0 {
+		r.log.Info("unrecorded pod volume snapshots of the backup forgotten", "snapshots", ids, "namespace", rp.VolumeNamespace, "location", rp.Location)
+	}
+	return int64(len(ids)), nil
 }
 
 func (r *run) forget(ctx context.Context, s PodVolumeSnapshotPlan, locs map[string]*v1.BackupStorageLocation) error {
@@ -208,16 +298,11 @@ func (r *run) forget(ctx context.Context, s PodVolumeSnapshotPlan, locs map[stri
 	if r.e.Forgetter == nil || r.e.PodVolumes == nil {
 		return fail(errors.New("the server has no access to file-system backup repositories"))
 	}
-	bsl, ok := locs[s.Location]
-	if !ok {
-		var err error
-		bsl, err = r.e.PodVolumes.StorageLocation(ctx, s.Location)
-		if err != nil {
-			return fail(err)
-		}
-		locs[s.Location] = bsl
+	bsl, err := r.location(ctx, s.Location, locs)
+	if err != nil {
+		return fail(err)
 	}
-	err := r.e.Forgetter.Forget(ctx, podvolume.Repository{Location: bsl, VolumeNamespace: s.VolumeNamespace}, s.SnapshotID)
+	err = r.e.Forgetter.Forget(ctx, podvolume.Repository{Location: bsl, VolumeNamespace: s.VolumeNamespace}, s.SnapshotID)
 	if errors.Is(err, repository.ErrNotFound) {
 		// No repository, so no snapshot in it: what forgetting was for.
 		r.log.Info("pod volume snapshot already gone: its repository does not exist", "snapshot", s.SnapshotID,

@@ -26,9 +26,44 @@ import (
 type fakeForgetter struct {
 	mu      sync.Mutex
 	failing map[string]bool
+	// failingSweep: ForgetBackup fails in the repository of this volume
+	// namespace.
+	failingSweep map[string]bool
 	// missing: the repository of this volume namespace was never created.
 	missing   map[string]bool
 	forgotten []string
+	// swept records ForgetBackup calls as "<ns>@<location>/<backup UID>",
+	// and order every call, both kinds, as they came.
+	swept []string
+	order []string
+	// unrecorded is what ForgetBackup finds, by volume namespace.
+	unrecorded map[string][]string
+}
+
+func (f *fakeForgetter) ForgetBackup(_ context.Context, r podvolume.Repository, uid string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Location == nil {
+		return nil, errors.New("no location")
+	}
+	if f.missing[r.VolumeNamespace] {
+		return nil, fmt.Errorf("opening: %w", repository.ErrNotFound)
+	}
+	if f.failingSweep[r.VolumeNamespace] {
+		return nil, errors.New("listing manifests: repository busy")
+	}
+	call := r.VolumeNamespace + "@" + r.Location.Name + "/" + uid
+	f.swept = append(f.swept, call)
+	f.order = append(f.order, "sweep "+call)
+	ids := f.unrecorded[r.VolumeNamespace]
+	delete(f.unrecorded, r.VolumeNamespace)
+	return ids, nil
+}
+
+func (f *fakeForgetter) sweeps() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.swept)
 }
 
 func (f *fakeForgetter) Forget(_ context.Context, r podvolume.Repository, id string) error {
@@ -44,6 +79,7 @@ func (f *fakeForgetter) Forget(_ context.Context, r podvolume.Repository, id str
 		return fmt.Errorf("snapshot %s: repository busy", id)
 	}
 	f.forgotten = append(f.forgotten, r.VolumeNamespace+"@"+r.Location.Name+"/"+id)
+	f.order = append(f.order, "forget "+id)
 	return nil
 }
 
@@ -183,8 +219,10 @@ func TestPodVolumeSnapshotFailureKeepsTheBackupAndRetryForgetsOnlyTheRest(t *tes
 	if !slices.ContainsFunc(res.Report.LeftBehind, func(s string) bool { return strings.Contains(s, "k2") }) {
 		t.Errorf("left behind %v", res.Report.LeftBehind)
 	}
-	if cp := last.Checkpoint.PodVolumeSnapshots; cp == nil || cp.Succeeded != 2 {
-		t.Fatalf("checkpoint %+v: want the two forgotten snapshots recorded", cp)
+	// The two forgotten snapshots, and both repositories (blog's, shop's)
+	// searched for unrecorded ones: k2's failure does not hold those up.
+	if cp := last.Checkpoint.PodVolumeSnapshots; cp == nil || cp.Succeeded != 4 || cp.Watermark != 2 || !slices.Equal(cp.Done, []int64{3, 4}) {
+		t.Fatalf("checkpoint %+v: want the two forgotten snapshots and the two searched repositories recorded, k2 (position 2) not", cp)
 	}
 
 	f.failing = nil
@@ -265,7 +303,10 @@ func TestPlanListsPodVolumeSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := json.MarshalIndent(p.PodVolumeSnapshots, "", "  ")
+	got, err := json.MarshalIndent(struct {
+		Snapshots    []PodVolumeSnapshotPlan   `json:"podVolumeSnapshots"`
+		Repositories []PodVolumeRepositoryPlan `json:"podVolumeRepositories"`
+	}{p.PodVolumeSnapshots, p.PodVolumeRepositories}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +329,111 @@ func TestPlanListsPodVolumeSnapshots(t *testing.T) {
 	}
 	if _, err := w.store.ObjectStore().GetObject(t.Context(), bucket, w.store.BackupKey(w.backup.Name, storage.PodVolumeBackupsFile(w.backup.Name))); err != nil {
 		t.Errorf("the plan changed the store: %v", err)
+	}
+}
+
+// failedPVB is a PodVolumeBackup whose transfer failed before it had a
+// snapshot (its node agent was killed mid-upload, say): nothing to forget
+// by ID, but its upload may have left checkpoints in its repository.
+func failedPVB(name, ns, pod, volume string, labels map[string]string) v1.PodVolumeBackup {
+	p := pvb(name, ns, pod, volume, "", labels)
+	p.Status.Phase = v1.PodVolumePhaseFailed
+	p.Status.Message = "the node agent on node n1 restarted while this transfer was InProgress"
+	return p
+}
+
+func TestUnrecordedPodVolumeSnapshotsAreForgottenInEveryRepositoryAfterTheRecordedOnes(t *testing.T) {
+	w, pv := podVolumeWorld(t)
+	mine := map[string]string{v1.BackupNameLabel: "nightly", v1.BackupUIDLabel: "uid-1"}
+	pv.objects = append(pv.objects, failedPVB("nightly-d", "crm", "api-0", "spool", mine))
+	f := &fakeForgetter{unrecorded: map[string][]string{"shop": {"checkpoint-1", "checkpoint-2"}, "crm": {"checkpoint-3"}}}
+	e := w.engine()
+	e.PodVolumes, e.Forgetter = pv, f
+	var last State
+	res := e.Run(t.Context(), Input{Backup: w.backup, Store: w.store, OnState: func(s State) { last = s }})
+	if res.Err != nil {
+		t.Fatalf("%v (%v)", res.Err, res.Messages())
+	}
+	// Each repository a PodVolumeBackup used, the failed one's too, once,
+	// with the backup's UID; another backup's object (old-nightly-x) adds
+	// no repository of its own but shares shop's.
+	want := []string{"blog@default/uid-1", "crm@default/uid-1", "shop@default/uid-1"}
+	if got := f.sweeps(); !slices.Equal(got, want) {
+		t.Errorf("repositories rid of the backup's unrecorded snapshots: %v, want %v", got, want)
+	}
+	firstSweep := slices.IndexFunc(f.order, func(s string) bool { return strings.HasPrefix(s, "sweep ") })
+	if firstSweep != 3 {
+		t.Errorf("calls %v: want the three recorded snapshots forgotten before any repository is swept", f.order)
+	}
+	if res.Report.PodVolumeSnapshotsForgotten != 6 {
+		t.Errorf("report counts %d forgotten, want 6 (3 recorded, 3 found by their tag)", res.Report.PodVolumeSnapshotsForgotten)
+	}
+	if cp := last.Checkpoint.PodVolumeSnapshots; cp == nil || cp.Succeeded != 6 || cp.Watermark != 6 {
+		t.Errorf("checkpoint %+v: want the 3 snapshots and the 3 repositories recorded done", cp)
+	}
+	if !slices.Contains(pv.deleted, "nightly-d") {
+		t.Errorf("deleted PodVolumeBackups %v: the failed one must go too", pv.deleted)
+	}
+	if len(w.keys()) != 0 {
+		t.Errorf("keys left: %v", w.keys())
+	}
+}
+
+func TestUnrecordedSnapshotFailureKeepsTheBackupAndRetrySweepsOnlyThatRepository(t *testing.T) {
+	w, pv := podVolumeWorld(t)
+	f := &fakeForgetter{failingSweep: map[string]bool{"shop": true}}
+	e := w.engine()
+	e.PodVolumes, e.Forgetter = pv, f
+	keys := w.keys()
+	var last State
+	res := e.Run(t.Context(), Input{Backup: w.backup, Store: w.store, SkipFailedActions: true, OnState: func(s State) { last = s }})
+	if res.Err == nil {
+		t.Fatal("deletion succeeded with a repository's unrecorded snapshots not forgotten")
+	}
+	if !slices.Equal(w.keys(), keys) || len(w.cluster.removedBackups()) != 0 || len(pv.deleted) != 0 {
+		t.Error("the backup's keys, object or PodVolumeBackups went although its snapshots may be left in a repository")
+	}
+	msgs := strings.Join(res.Messages(), "\n")
+	for _, want := range []string{"backup-uid uid-1", "namespace shop", "location default", "repository busy"} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("errors %q do not name %q", msgs, want)
+		}
+	}
+	if !slices.ContainsFunc(res.Report.LeftBehind, func(s string) bool { return strings.Contains(s, "backup-uid uid-1") && strings.Contains(s, "shop") }) {
+		t.Errorf("left behind %v", res.Report.LeftBehind)
+	}
+	if got := f.sweeps(); !slices.Equal(got, []string{"blog@default/uid-1"}) {
+		t.Errorf("swept %v in the first attempt", got)
+	}
+
+	f.failingSweep = nil
+	res2 := e.Run(t.Context(), Input{Backup: w.backup, Store: w.store, State: last})
+	if res2.Err != nil {
+		t.Fatalf("retry: %v (%v)", res2.Err, res2.Messages())
+	}
+	if got := f.sweeps(); !slices.Equal(got, []string{"blog@default/uid-1", "shop@default/uid-1"}) {
+		t.Errorf("swept %v over both attempts: the retry must sweep only shop's repository", got)
+	}
+	if got := f.all(); len(got) != 3 {
+		t.Errorf("forgotten %v over both attempts: the recorded snapshots once each", got)
+	}
+}
+
+// A Backup the sync created: its data, and so its snapshots' backup-uid
+// tag, carry the UID of the Backup that wrote it, not this object's.
+func TestSyncedBackupsUnrecordedSnapshotsAreFoundByTheStoredUID(t *testing.T) {
+	w, _ := podVolumeWorld(t)
+	w.putMarker("uid-written")
+	w.backup.Annotations = map[string]string{v1.StoredUIDAnnotation: "uid-written"}
+	w.backup.Spec.StorageLocation = "shared"
+	f := &fakeForgetter{}
+	e := w.engine()
+	e.PodVolumes, e.Forgetter = &fakePodVolumes{}, f
+	res := e.Run(t.Context(), Input{Backup: w.backup, Store: w.store})
+	if res.Err != nil {
+		t.Fatalf("%v (%v)", res.Err, res.Messages())
+	}
+	if got := f.sweeps(); !slices.Equal(got, []string{"shop@shared/uid-written"}) {
+		t.Errorf("swept %v, want shop's repository in the backup's location, by the stored UID", got)
 	}
 }

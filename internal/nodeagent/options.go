@@ -53,7 +53,16 @@ type Options struct {
 	ClientBurst int
 	LogLevel    string
 	LogFormat   string
+	// CheckpointInterval is how often a running backup saves a kopia
+	// checkpoint snapshot (0: kopia's 45 minutes). The in-cluster test
+	// shortens it to see a killed upload's checkpoints go with their
+	// backup; kopia refuses more than 45 minutes.
+	CheckpointInterval time.Duration
 }
+
+// MaxCheckpointInterval is the longest checkpoint interval kopia accepts
+// (and its default): with more, every upload would fail.
+const MaxCheckpointInterval = 45 * time.Minute
 
 // DefaultOptions are the flags' defaults.
 func DefaultOptions() Options {
@@ -86,6 +95,9 @@ func (o Options) Validate() error {
 	if o.ProgressInterval <= 0 {
 		errs = append(errs, fmt.Errorf("invalid progress interval %s: must be positive", o.ProgressInterval))
 	}
+	if o.CheckpointInterval < 0 || o.CheckpointInterval > MaxCheckpointInterval {
+		errs = append(errs, fmt.Errorf("invalid --checkpoint-interval %s: must be between 0 (kopia's default) and %s", o.CheckpointInterval, MaxCheckpointInterval))
+	}
 	return errors.Join(errs...)
 }
 
@@ -100,6 +112,8 @@ type Deps struct {
 	Reader    client.Reader
 	Namespace string
 	Log       *slog.Logger
+	// CheckpointInterval is Options.CheckpointInterval.
+	CheckpointInterval time.Duration
 }
 
 // DataPathFactory builds the node agent's data path once its clients

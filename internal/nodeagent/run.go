@@ -107,7 +107,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options, newDataPath DataPa
 
 	var dp podvolume.DataPath
 	if newDataPath != nil {
-		if dp, err = newDataPath(ctx, Deps{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.Namespace, Log: log.With("component", "datapath")}); err != nil {
+		if dp, err = newDataPath(ctx, Deps{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.Namespace,
+			Log: log.With("component", "datapath"), CheckpointInterval: opts.CheckpointInterval,
+		}); err != nil {
 			return fmt.Errorf("building the data path: %w", err)
 		}
 	}

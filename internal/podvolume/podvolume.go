@@ -91,5 +91,16 @@ type DataPath interface {
 // Forgetter removes snapshots from repositories (a deleted backup's); their
 // data is reclaimed by the repository's maintenance, as in Velero.
 type Forgetter interface {
+	// Forget removes one snapshot, by the ID a PodVolumeBackup recorded.
 	Forget(ctx context.Context, repo Repository, snapshotID string) error
+	// ForgetBackup removes every pod volume snapshot in repo tagged with the
+	// backup's UID (tag BackupUIDTag), complete or not, and returns their
+	// IDs: what a backup leaves that no PodVolumeBackup records, such as the
+	// checkpoints of an upload that failed, or the snapshot of a transfer
+	// whose node agent was killed before it wrote the ID down.
+	ForgetBackup(ctx context.Context, repo Repository, backupUID string) ([]string, error)
 }
+
+// BackupUIDTag is the snapshot tag (from a PodVolumeBackup's spec.tags,
+// Velero's key) naming the UID of the backup a snapshot belongs to.
+const BackupUIDTag = "backup-uid"

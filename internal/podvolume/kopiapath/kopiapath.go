@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -59,6 +60,11 @@ const (
 type DataPath struct {
 	Repositories *repository.Manager
 	Log          *slog.Logger
+	// CheckpointInterval is how often a running backup saves a checkpoint
+	// snapshot (kopia's, incomplete, tagged as the final snapshot will be):
+	// zero means kopia's default, 45 minutes, which is also the most kopia
+	// accepts. Tests shorten it.
+	CheckpointInterval time.Duration
 }
 
 var (
@@ -87,7 +93,7 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 		return podvolume.BackupResult{}, err
 	}
 	defer release()
-	src, err := localEntry(req.Path)
+	src, err := sourceEntry(req.Path)
 	if err != nil {
 		return podvolume.BackupResult{}, err
 	}
@@ -126,6 +132,16 @@ func (d *DataPath) Backup(ctx context.Context, req podvolume.BackupRequest) (pod
 
 	u := upload.NewUploader(w)
 	u.FailFast = true
+	// kopia saves checkpoints with these labels only: without them a
+	// checkpoint of an upload that then fails (the node agent killed an
+	// hour in) names no backup, so deleting the backup cannot find it, and
+	// kopia's retention removes it only once a later complete snapshot of
+	// the same source exists, which never comes for a pod of a Deployment
+	// (its name is in the source). Tagged, it goes with its backup.
+	u.CheckpointLabels = maps.Clone(tags)
+	if d.CheckpointInterval > 0 {
+		u.CheckpointInterval = d.CheckpointInterval
+	}
 	prog := &uploadProgress{}
 	u.Progress = prog
 	stop := watch(ctx, u.Cancel, func() {
@@ -262,6 +278,9 @@ func failedEntries(man *snapshot.Manifest, tree *policy.Tree) error {
 	}
 	return nil
 }
+
+// sourceEntry is what Backup reads a volume through; tests wrap it.
+var sourceEntry = localEntry
 
 // localEntry is the volume's directory, through a symlink if it is one.
 func localEntry(path string) (fs.Entry, error) {
@@ -404,6 +423,51 @@ func (d *DataPath) Forget(ctx context.Context, r podvolume.Repository, snapshotI
 	}
 	d.log().Info("snapshot forgotten", "snapshot", snapshotID, "volumeNamespace", r.VolumeNamespace, "location", r.Location.Name)
 	return nil
+}
+
+// ForgetBackup deletes the manifest of every pod volume snapshot in the
+// repository tagged with the backup's UID, complete or not; the data only
+// they reference is reclaimed by maintenance. Snapshots of other
+// requesters (Velero's data mover keeps its snapshots in the same
+// repositories, tagged with the backup too) are left alone.
+func (d *DataPath) ForgetBackup(ctx context.Context, r podvolume.Repository, backupUID string) ([]string, error) {
+	ctx = repository.WithKopiaLog(ctx, d.Log)
+	if backupUID == "" {
+		// An empty tag would match snapshots without one: never all.
+		return nil, errors.New("forgetting a backup's snapshots: no backup UID")
+	}
+	rep, release, err := d.open(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ids, err := snapshot.ListSnapshotManifests(ctx, rep, nil, map[string]string{
+		podvolume.BackupUIDTag: backupUID, tagRequester: Requester,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the snapshots of backup %s: %w", backupUID, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	err = repo.WriteSession(ctx, rep, repo.WriteSessionOptions{Purpose: "forget"}, func(ctx context.Context, w repo.RepositoryWriter) error {
+		for _, id := range ids {
+			if err := w.DeleteManifest(ctx, id); err != nil {
+				return fmt.Errorf("snapshot %s: %w", id, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("forgetting the snapshots of backup %s: %w", backupUID, err)
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	d.log().Info("snapshots of a backup forgotten", "backupUID", backupUID, "snapshots", out,
+		"volumeNamespace", r.VolumeNamespace, "location", r.Location.Name)
+	return out, nil
 }
 
 // open opens a repository with its view brought up to date. Repositories

@@ -72,9 +72,10 @@ func openStorage(ctx context.Context, res *locations.ResolvedStorage, bsl *v1.Ba
 			return nil, fmt.Errorf("BackupStorageLocation %q: config key %q must be an absolute path, got %q", bsl.Name, fsstore.PathKey, root)
 		}
 		dir := filepath.Join(root, bucket, filepath.FromSlash(prefix))
-		st, err := filesystem.New(ctx, &filesystem.Options{
+		st, err := ownFilesystemStorage(ctx, &filesystem.Options{
 			Path: dir,
-			// As Velero's filesystem backend: private to the server's user.
+			// As Velero's filesystem backend: private to the server's user
+			// (the node agent, root, writes as that user: fsowner.go).
 			FileMode:      0o600,
 			DirectoryMode: 0o700,
 		}, create)
