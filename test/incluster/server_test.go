@@ -92,7 +92,8 @@ func TestTheInstalledServerBacksUpRestoresAndDeletes(t *testing.T) {
 		t.Errorf("the server was refused something it needs:\n%s", logs)
 	}
 
-	lifeboat(t, "uninstall", "--force")
+	// Waits for the namespace too: the tests after this one install again.
+	uninstallAndWait(t)
 	err := admin.Get(ctx(t), client.ObjectKeyFromObject(&d), &appsv1.Deployment{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the server's Deployment after uninstall: %v", err)
