@@ -40,11 +40,11 @@ type spooledItem struct {
 type spool struct {
 	dir   string
 	types map[string]*spoolFile
-	// keys holds "<key>\x00<seq>" of every item copy that did not follow
-	// a copy of the same item, sorted on disk: an archive holds the
-	// unversioned and the preferred-version copy of each item, side by
-	// side in both Lifeboat's and Velero's archives, and only the first
-	// copy is restored. Remembering every key in memory would grow with
+	// keys holds "<key>\x00<seq><mark>" (mark "s" when spooled) of every
+	// item copy that did not follow a copy of the same item, sorted on
+	// disk: an archive holds the unversioned and the preferred-version
+	// copy of each item, side by side in both Lifeboat's and Velero's
+	// archives, and only the first copy is restored. Remembering every key in memory would grow with
 	// the backup; side-by-side copies are told apart by the previous key,
 	// and the sort finds the rest (an archive made otherwise).
 	keys *spill.Sorter
@@ -116,11 +116,17 @@ func (s *spool) fill(r io.Reader, limits archive.Limits, keep filter) error {
 		}
 		prevKey = key
 		seq++
-		s.keys.Add(key + "\x00" + fmt.Sprintf("%016x", seq))
 		ok, err := keep(ref, e.Data)
 		if err != nil {
 			return fmt.Errorf("archive entry %q: %w", e.Path, err)
 		}
+		// The mark says whether this copy was spooled: only those need
+		// skipping, and count in the total.
+		mark := "-"
+		if ok {
+			mark = "s"
+		}
+		s.keys.Add(key + "\x00" + fmt.Sprintf("%016x", seq) + mark)
 		if !ok {
 			continue
 		}
@@ -137,8 +143,8 @@ func (s *spool) fill(r io.Reader, limits archive.Limits, keep filter) error {
 }
 
 // findLaterCopies marks every copy of an item after its first for
-// skipping. Keys hold no NUL and seqs are fixed-width hex, so the sort
-// puts one item's copies together, first copy first.
+// skipping (those spooled). Keys hold no NUL and seqs are fixed-width hex,
+// so the sort puts one item's copies together, first copy first.
 func (s *spool) findLaterCopies() error {
 	next, stop, err := s.keys.Sorted()
 	if err != nil {
@@ -154,12 +160,18 @@ func (s *spool) findLaterCopies() error {
 		if !ok {
 			return nil
 		}
-		key, seqHex, _ := strings.Cut(rec, "\x00")
+		key, seqMark, _ := strings.Cut(rec, "\x00")
 		if key != prev {
 			prev = key
 			continue
 		}
-		seq, err := strconv.ParseUint(seqHex, 16, 64)
+		if len(seqMark) != 17 {
+			return fmt.Errorf("finding repeated items in the archive: malformed record %q", rec)
+		}
+		if seqMark[16] != 's' {
+			continue // a later copy the filters left out anyway
+		}
+		seq, err := strconv.ParseUint(seqMark[:16], 16, 64)
 		if err != nil {
 			return fmt.Errorf("finding repeated items in the archive: %w", err)
 		}

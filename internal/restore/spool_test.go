@@ -30,8 +30,10 @@ func TestTheFirstCopyOfAnItemWinsWhereverTheOthersAre(t *testing.T) {
 		{Name: flat("b"), Data: cm("b", "yes", "first")},
 		{Name: flat("a"), Data: cm("a", "yes", "apart")},
 		{Name: flat("c"), Data: cm("c", "no", "first")},
+		{Name: flat("e"), Data: cm("e", "yes", "first")},
 		{Name: flat("d"), Data: cm("d", "yes", "first")},
 		{Name: preferred("c"), Data: cm("c", "yes", "apart, would pass")},
+		{Name: preferred("e"), Data: cm("e", "no", "apart, filtered out")},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +67,13 @@ func TestTheFirstCopyOfAnItemWinsWhereverTheOthersAre(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if want := "[a=first b=first d=first]"; fmt.Sprint(got) != want {
+			if want := "[a=first b=first e=first d=first]"; fmt.Sprint(got) != want {
 				t.Errorf("restored %v, want %s", got, want)
 			}
-			if n := s.total(); n != 3 {
-				t.Errorf("total %d, want 3", n)
+			// e's later copy, filtered out, was never spooled: it takes
+			// nothing off the total.
+			if n := s.total(); n != 4 {
+				t.Errorf("total %d, want 4", n)
 			}
 			if !indexed {
 				return
