@@ -7,6 +7,9 @@ package main
 
 import (
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served only when profileAddrEnv is set
+	"os"
 
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/framework"
@@ -15,7 +18,15 @@ import (
 // Name is the plugin's name.
 const Name = "bench.lifeboat.io/noop-delete"
 
+// profileAddrEnv, when set (the server's environment passes to its
+// plugins), is where the plugin serves net/http/pprof, so that a
+// benchmark run can profile the plugin's side of the calls.
+const profileAddrEnv = "LIFEBOAT_BENCH_PLUGIN_PPROF"
+
 func main() {
+	if addr := os.Getenv(profileAddrEnv); addr != "" {
+		go func() { _ = http.ListenAndServe(addr, nil) }()
+	}
 	framework.NewServer().
 		RegisterDeleteItemAction(Name, func(*slog.Logger) (api.DeleteItemAction, error) { return noop{}, nil }).
 		Serve()

@@ -52,7 +52,11 @@ func (a *action) matches(it *tarItem) bool {
 	if !a.appliesTo.MatchesResource(it.gr, it.ref.Namespace != "") {
 		return false
 	}
-	return a.appliesTo.Matches(it.gr, it.ref.Namespace, it.itemLabels())
+	var l map[string]string
+	if a.appliesTo.NeedsLabels() {
+		l = it.itemLabels()
+	}
+	return a.appliesTo.Matches(it.gr, it.ref.Namespace, l)
 }
 
 // loadActions asks every DeleteItemAction, in name order, what it applies
@@ -243,7 +247,7 @@ func (r *run) itemActions(ctx context.Context) error {
 		r.mu.Unlock()
 		return nil
 	}
-	scanErr := scan(ctx, r.in.Store, backup, r.e.Limits, onItem)
+	scanErr := scanAhead(ctx, r.in.Store, backup, r.e.Limits, onItem)
 	fromVolumeInfo := false
 	if errors.Is(scanErr, errNoTarball) {
 		// No task was handed out: the workers wait for the first, which is

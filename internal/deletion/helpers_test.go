@@ -34,7 +34,7 @@ const bucket = "b"
 // world is a backup in a filesystem store with fake plugins and a fake
 // cluster around it.
 type world struct {
-	t       *testing.T
+	t       testing.TB
 	backup  *v1.Backup
 	objects *recordingStore
 	store   *storage.BackupStore
@@ -42,7 +42,7 @@ type world struct {
 	cluster *fakeCluster
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.Mkdir(filepath.Join(root, bucket), 0o700); err != nil {

@@ -112,3 +112,39 @@ func scan(ctx context.Context, store *storage.BackupStore, backup string, limits
 		}
 	}
 }
+
+// scanAhead is scan with the tarball read on a goroutine of its own, up to
+// readAhead items ahead of fn: reading (gunzip, untar) is most of a scan's
+// work, and fn's (matching, handing items to workers) then runs beside it
+// rather than after it. fn is called on the caller's goroutine, in order.
+func scanAhead(ctx context.Context, store *storage.BackupStore, backup string, limits archive.Limits, fn func(*tarItem) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	items := make(chan *tarItem, readAhead)
+	read := make(chan error, 1)
+	go func() {
+		defer close(items)
+		read <- scan(ctx, store, backup, limits, func(it *tarItem) error {
+			select {
+			case items <- it:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	for it := range items {
+		if err := fn(it); err != nil {
+			cancel()
+			for range items {
+			}
+			<-read
+			return err
+		}
+	}
+	return <-read
+}
+
+// readAhead bounds the items read and not yet handed to fn: about 1.5 KiB
+// each in a typical backup.
+const readAhead = 256

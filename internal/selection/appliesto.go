@@ -54,6 +54,12 @@ func NewAppliesTo(sel api.ResourceSelector, r ResourceResolver) (*AppliesTo, err
 	return a, nil
 }
 
+// NeedsLabels reports whether Matches looks at the item's labels: a caller
+// that must decode an item to find them can skip that when it does not.
+func (a *AppliesTo) NeedsLabels() bool {
+	return !a.selector.Empty()
+}
+
 // Matches reports whether an item of gr in namespace (empty for
 // cluster-scoped items) with these labels is selected.
 func (a *AppliesTo) Matches(gr schema.GroupResource, namespace string, itemLabels map[string]string) bool {
