@@ -487,10 +487,20 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	client := r.client(info, ns)
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	createdObj, err := client.Create(cctx, obj, metav1.CreateOptions{})
+	// Only a created pod is read back whole (its hooks and volume restores
+	// need it); of anything else the restore keeps the UID alone.
+	var createdObj *unstructured.Unstructured
+	var uid types.UID
+	if gr == grPods {
+		if createdObj, err = client.Create(cctx, obj, metav1.CreateOptions{}); err == nil {
+			uid = createdObj.GetUID()
+		}
+	} else {
+		uid, err = r.createForUID(cctx, info, ns, obj)
+	}
 	switch {
 	case err == nil:
-		r.recordUID(gv.Group, info.Kind, ns, obj.GetName(), createdObj.GetUID())
+		r.recordUID(gv.Group, info.Kind, ns, obj.GetName(), uid)
 		r.record(obj, "created")
 		if gr == grPVCs {
 			r.claimCreated(ns, name, obj.GetName())
