@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 )
 
 // resourceType is one listable resource at its preferred version.
@@ -22,25 +24,7 @@ type resourceType struct {
 func (r resourceType) GroupResource() schema.GroupResource { return r.GVR.GroupResource() }
 
 // listPath is the REST path that LISTs the type, in ns when it is not empty.
-func (r resourceType) listPath(ns string) string {
-	var b strings.Builder
-	if r.GVR.Group == "" {
-		b.WriteString("/api/")
-		b.WriteString(r.GVR.Version)
-	} else {
-		b.WriteString("/apis/")
-		b.WriteString(r.GVR.Group)
-		b.WriteByte('/')
-		b.WriteString(r.GVR.Version)
-	}
-	if ns != "" {
-		b.WriteString("/namespaces/")
-		b.WriteString(ns)
-	}
-	b.WriteByte('/')
-	b.WriteString(r.GVR.Resource)
-	return b.String()
-}
+func (r resourceType) listPath(ns string) string { return cluster.ResourcePath(r.GVR, ns) }
 
 // resourceListKey is the key of the resource-list file, "v1/ConfigMap" or
 // "apps/v1/Deployment", as Velero writes it.

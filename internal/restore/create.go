@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/lifeboat-io/lifeboat/internal/cluster"
 )
 
 // metadataOnly asks the API server to answer a create with the created
@@ -27,7 +27,7 @@ func (r *run) createForUID(ctx context.Context, info resourceInfo, ns string, ob
 	if err != nil {
 		return "", fmt.Errorf("encoding the item: %w", err)
 	}
-	raw, err := r.cs.CoreV1().RESTClient().Post().AbsPath(createPath(info.GVR, ns, info.Namespaced)).
+	raw, err := r.cs.CoreV1().RESTClient().Post().AbsPath(cluster.ResourcePath(info.GVR, namespaceIf(info.Namespaced, ns))).
 		SetHeader("Content-Type", "application/json").
 		SetHeader("Accept", metadataOnly).
 		Body(body).Do(ctx).Raw()
@@ -45,23 +45,10 @@ func (r *run) createForUID(ctx context.Context, info resourceInfo, ns string, ob
 	return created.Metadata.UID, nil
 }
 
-// createPath is the REST path that creates objects of gvr (in ns when the
-// type is namespaced).
-func createPath(gvr schema.GroupVersionResource, ns string, namespaced bool) string {
-	var b strings.Builder
-	if gvr.Group == "" {
-		b.WriteString("/api/")
-	} else {
-		b.WriteString("/apis/")
-		b.WriteString(gvr.Group)
-		b.WriteByte('/')
-	}
-	b.WriteString(gvr.Version)
+// namespaceIf is ns for a namespaced type and "" for a cluster-scoped one.
+func namespaceIf(namespaced bool, ns string) string {
 	if namespaced {
-		b.WriteString("/namespaces/")
-		b.WriteString(ns)
+		return ns
 	}
-	b.WriteByte('/')
-	b.WriteString(gvr.Resource)
-	return b.String()
+	return ""
 }
