@@ -81,7 +81,7 @@ func measureRestoreSize(ctx context.Context, c config, n int) (res restoreSizeRe
 		// Outside both timed windows: the objects are really there, and
 		// in their new namespaces.
 		for _, side := range []struct{ label, suffix string }{{r.Floor.Label, fmt.Sprintf("-f%d", i+1)}, {r.Lifeboat.Name, fmt.Sprintf("-r%d", i+1)}} {
-			if err := verifyRestored(ctx, e.k, side.label, side.suffix, n, len(e.namespaces)); err != nil {
+			if err := verifyRestored(ctx, e.k, side.label, side.suffix, n, e.namespaces); err != nil {
 				return res, err
 			}
 		}
@@ -210,8 +210,12 @@ func (f createFloorRunner) run(ctx context.Context, suffix string) (createFloorR
 
 // verifyRestored checks that a restore (or a create floor run) left the
 // ConfigMaps and namespaces in the cluster, in the mapped namespaces, by
-// the velero.io/restore-name label both put on what they create.
-func verifyRestored(ctx context.Context, k *kube, restoreName, suffix string, configMaps, namespaces int) error {
+// the velero.io/restore-name label both put on what they create. The
+// ConfigMaps are counted namespace by namespace: a LIST with a label
+// selector across the whole cluster reads every ConfigMap in it (every
+// earlier run's too, minutes at 300,000), and all N found in the mapped
+// namespaces leaves none anywhere else, since each side creates N.
+func verifyRestored(ctx context.Context, k *kube, restoreName, suffix string, configMaps int, sourceNamespaces []string) error {
 	sel := v1.RestoreNameLabel + "=" + restoreName
 	gotNS, err := countLabelled(ctx, func(ctx context.Context, opts metav1.ListOptions) (int, string, error) {
 		l, err := k.cs.CoreV1().Namespaces().List(ctx, opts)
@@ -228,23 +232,22 @@ func verifyRestored(ctx context.Context, k *kube, restoreName, suffix string, co
 	if err != nil {
 		return err
 	}
-	gotCM, err := countLabelled(ctx, func(ctx context.Context, opts metav1.ListOptions) (int, string, error) {
-		l, err := k.cs.CoreV1().ConfigMaps("").List(ctx, opts)
-		if err != nil {
-			return 0, "", err
-		}
-		for _, cm := range l.Items {
-			if !strings.HasSuffix(cm.Namespace, suffix) {
-				return 0, "", fmt.Errorf("configmap %s/%s labelled %s is not in a namespace ending in %s", cm.Namespace, cm.Name, sel, suffix)
+	gotCM := 0
+	for _, source := range sourceNamespaces {
+		n, err := countLabelled(ctx, func(ctx context.Context, opts metav1.ListOptions) (int, string, error) {
+			l, err := k.cs.CoreV1().ConfigMaps(source+suffix).List(ctx, opts)
+			if err != nil {
+				return 0, "", err
 			}
+			return len(l.Items), l.Continue, nil
+		}, sel)
+		if err != nil {
+			return err
 		}
-		return len(l.Items), l.Continue, nil
-	}, sel)
-	if err != nil {
-		return err
+		gotCM += n
 	}
-	if gotNS != namespaces || gotCM != configMaps {
-		return fmt.Errorf("%s left %d namespaces and %d ConfigMaps in the cluster, want %d and %d", restoreName, gotNS, gotCM, namespaces, configMaps)
+	if gotNS != len(sourceNamespaces) || gotCM != configMaps {
+		return fmt.Errorf("%s left %d namespaces and %d ConfigMaps in the mapped namespaces, want %d and %d", restoreName, gotNS, gotCM, len(sourceNamespaces), configMaps)
 	}
 	return nil
 }
