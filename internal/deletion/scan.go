@@ -135,10 +135,14 @@ func scanAhead(ctx context.Context, store *storage.BackupStore, backup string, l
 	}()
 	for it := range items {
 		if err := fn(it); err != nil {
+			// The reader stops at the cancellation; fn's error is the
+			// cause, and a read that failed on its own is said beside it.
 			cancel()
 			for range items {
 			}
-			<-read
+			if readErr := <-read; readErr != nil && !errors.Is(readErr, context.Canceled) {
+				return errors.Join(err, readErr)
+			}
 			return err
 		}
 	}
