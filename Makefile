@@ -151,6 +151,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(or $(FUZZTIME),200000x) ./internal/archive
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(FUZZTIME),100000x) ./pkg/policy
 	$(GO) test -run '^$$' -fuzz '^FuzzSelectors$$' -fuzztime $(or $(FUZZTIME),70000x) ./internal/selection
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),100000x) ./internal/listpage
 
 test-unit:
 	$(GO) test -count=1 -short ./...

@@ -45,7 +45,7 @@ func (r *run) writeCRDs(ctx context.Context, aw *archive.Writer, crdType resourc
 		if err := json.Unmarshal(body, &head); err != nil {
 			return fmt.Errorf("decoding CustomResourceDefinition %s: %w", name, err)
 		}
-		item := rawItem{Name: name, Labels: head.Metadata.Labels, JSON: withTypeMeta(body, head, typePrefix(crdType))}
+		item := rawItem{Name: name, Labels: head.Metadata.Labels, JSON: withTypeMeta(body, head.APIVersion, head.Kind, typePrefix(crdType))}
 		if err := r.writeItem(ctx, aw, crdType, item, nil, 0); err != nil {
 			return err
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/lifeboat-io/lifeboat/internal/listpage"
 )
 
 // pageSize is the LIST limit. Larger pages mean fewer round trips; 500 keeps
@@ -34,14 +36,6 @@ type itemHead struct {
 		Namespace string            `json:"namespace"`
 		Labels    map[string]string `json:"labels"`
 	} `json:"metadata"`
-}
-
-type listPage struct {
-	Metadata struct {
-		Continue           string `json:"continue"`
-		RemainingItemCount *int64 `json:"remainingItemCount"`
-	} `json:"metadata"`
-	Items []json.RawMessage `json:"items"`
 }
 
 // pageLister LISTs a resource type page by page as raw JSON. It avoids the
@@ -79,25 +73,18 @@ func (l pageLister) listLimit(ctx context.Context, rt resourceType, ns, labelSel
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", describeList(rt, ns), err)
 	}
-	var lp listPage
-	if err := json.Unmarshal(body, &lp); err != nil {
+	lp, err := listpage.Decode(body)
+	if err != nil {
 		return nil, fmt.Errorf("decoding list of %s: %w", describeList(rt, ns), err)
 	}
-	p := &page{Items: make([]rawItem, 0, len(lp.Items)), Continue: lp.Metadata.Continue, Remaining: -1}
-	if lp.Metadata.RemainingItemCount != nil {
-		p.Remaining = *lp.Metadata.RemainingItemCount
-	}
+	p := &page{Items: make([]rawItem, 0, len(lp.Items)), Continue: lp.Continue, Remaining: lp.Remaining}
 	prefix := typePrefix(rt)
-	for _, raw := range lp.Items {
-		var head itemHead
-		if err := json.Unmarshal(raw, &head); err != nil {
-			return nil, fmt.Errorf("decoding an item of %s: %w", describeList(rt, ns), err)
-		}
+	for _, it := range lp.Items {
 		p.Items = append(p.Items, rawItem{
-			Namespace: head.Metadata.Namespace,
-			Name:      head.Metadata.Name,
-			Labels:    head.Metadata.Labels,
-			JSON:      withTypeMeta(raw, head, prefix),
+			Namespace: it.Namespace,
+			Name:      it.Name,
+			Labels:    it.Labels,
+			JSON:      withTypeMeta(it.JSON, it.APIVersion, it.Kind, prefix),
 		})
 	}
 	return p, nil
@@ -111,8 +98,8 @@ func typePrefix(rt resourceType) []byte {
 
 // withTypeMeta returns raw with apiVersion and kind added when the list left
 // them out (built-in types); custom resources carry them already.
-func withTypeMeta(raw json.RawMessage, head itemHead, prefix []byte) []byte {
-	if head.APIVersion != "" && head.Kind != "" {
+func withTypeMeta(raw []byte, apiVersion, kind string, prefix []byte) []byte {
+	if apiVersion != "" && kind != "" {
 		return raw
 	}
 	body := bytes.TrimLeft(raw, " \t\r\n")
@@ -143,5 +130,5 @@ func (l pageLister) get(ctx context.Context, rt resourceType, ns, name string) (
 		return rawItem{}, fmt.Errorf("decoding %s %s: %w", rt.GroupResource(), name, err)
 	}
 	return rawItem{Namespace: head.Metadata.Namespace, Name: head.Metadata.Name, Labels: head.Metadata.Labels,
-		JSON: withTypeMeta(body, head, typePrefix(rt))}, nil
+		JSON: withTypeMeta(body, head.APIVersion, head.Kind, typePrefix(rt))}, nil
 }

@@ -106,10 +106,17 @@ func (l *List) WriteJSON(w io.Writer) error {
 }
 
 // quoted is s as encoding/json quotes it (HTML characters escaped too),
-// so the file is byte for byte what json.Marshal would make.
+// so the file is byte for byte what json.Marshal would make. Kubernetes
+// names and kinds need no escaping, and json.Marshal of every entry was
+// most of the time a backup's resource list took to write.
 func quoted(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return string(b)
+		}
+	}
+	return `"` + s + `"`
 }
 
 // Close removes what the list spilled. It cannot be written after.

@@ -111,3 +111,17 @@ func TestASpillThatCannotBeWrittenFailsTheWrite(t *testing.T) {
 		t.Fatalf("got %v, want the spill's error", err)
 	}
 }
+
+func TestQuotedIsWhatJSONMarshalWrites(t *testing.T) {
+	var cases []string
+	for c := range 256 {
+		cases = append(cases, string([]byte{byte(c)}), "ns/name-"+string([]byte{byte(c)}))
+	}
+	cases = append(cases, "", "\u2028", "caf\u00e9/x", "a\"b", `a\b`, "kube-system/coredns")
+	for _, s := range cases {
+		w, _ := json.Marshal(s)
+		if got := quoted(s); got != string(w) {
+			t.Fatalf("quoted(%q) = %s, json.Marshal writes %s", s, got, w)
+		}
+	}
+}
