@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -345,7 +346,7 @@ func raiseRequestToCapacity(data []byte, pvc *corev1.PersistentVolumeClaim, pv *
 		return data, nil
 	}
 	var obj map[string]any
-	if err := json.Unmarshal(data, &obj); err != nil {
+	if err := utiljson.Unmarshal(data, &obj); err != nil {
 		return nil, err
 	}
 	if err := unstructured.SetNestedField(obj, capacity.String(), "spec", "resources", "requests", "storage"); err != nil {
@@ -839,7 +840,7 @@ func deref(s *string) string {
 // addMetadata merges labels and annotations into an item's JSON.
 func addMetadata(data []byte, labels, annotations map[string]string) ([]byte, error) {
 	var obj map[string]any
-	if err := json.Unmarshal(data, &obj); err != nil {
+	if err := utiljson.Unmarshal(data, &obj); err != nil {
 		return nil, err
 	}
 	meta, _ := obj["metadata"].(map[string]any)

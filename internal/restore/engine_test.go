@@ -151,7 +151,9 @@ func (w *world) app(ns string) {
 	widget := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "restore.lifeboat.io/v1", "kind": "Widget",
 		"metadata": map[string]any{"name": "gizmo", "labels": map[string]any{"app": "shop"}},
-		"spec":     map[string]any{"color": "blue", "sizes": []any{int64(1), int64(2)}},
+		// An integer past float64's 53 bits: it must come back as it
+		// was, not rounded through a float.
+		"spec": map[string]any{"color": "blue", "sizes": []any{int64(1), int64(2)}, "serial": int64(9007199254740993), "ratio": 0.5},
 	}}
 	created, err := w.dyn.Resource(widgets).Namespace(ns).Create(c, widget, metav1.CreateOptions{})
 	must(err)

@@ -2,7 +2,6 @@ package restore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -392,7 +392,9 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	}
 	ns, name := r.tf.target(gr, it.Namespace, it.Name)
 	obj := &unstructured.Unstructured{}
-	if err := json.Unmarshal(it.JSON, &obj.Object); err != nil {
+	// Integers stay int64: encoding/json would make every number a
+	// float64 and round those past 2^53 on the way back out.
+	if err := utiljson.Unmarshal(it.JSON, &obj.Object); err != nil {
 		r.itemError(ns, gr, it.Name, fmt.Errorf("archive entry %q: decoding the stored item: %w", it.Path, err))
 		return "", false
 	}
