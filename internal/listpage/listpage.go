@@ -23,6 +23,7 @@ type Item struct {
 	Kind       string
 	Namespace  string
 	Name       string
+	UID        string
 	// Labels is nil when the object has none.
 	Labels map[string]string
 	// JSON is the object as the API server wrote it.
@@ -73,13 +74,36 @@ func Decode(body []byte) (*Page, error) {
 	if _, err := dec.ReadToken(); err != nil {
 		return nil, err
 	}
-	// Anything after the page's object is malformed, as encoding/json said.
-	if _, err := dec.ReadToken(); err == nil {
-		return nil, errors.New("data after the list's closing brace")
-	} else if !errors.Is(err, io.EOF) {
+	if err := atEnd(dec); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// Object reads one object (a GET's or a create's answer, or an item of an
+// archive) the way Decode reads each item of a page; JSON is body.
+func Object(body []byte) (Item, error) {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	it, err := readHead(dec)
+	if err != nil {
+		return Item{}, err
+	}
+	if err := atEnd(dec); err != nil {
+		return Item{}, err
+	}
+	it.JSON = body
+	return it, nil
+}
+
+// atEnd checks that nothing but white space follows the value read, as
+// encoding/json checks.
+func atEnd(dec *jsontext.Decoder) error {
+	if _, err := dec.ReadToken(); err == nil {
+		return errors.New("data after the top-level value")
+	} else if !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
 }
 
 func readListMeta(dec *jsontext.Decoder, p *Page) error {
@@ -191,6 +215,8 @@ func readObjectMeta(dec *jsontext.Decoder, head *Item) error {
 			head.Name, err = readString(dec)
 		case "namespace":
 			head.Namespace, err = readString(dec)
+		case "uid":
+			head.UID, err = readString(dec)
 		case "labels":
 			head.Labels, err = readStringMap(dec)
 		default:

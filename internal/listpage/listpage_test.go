@@ -34,6 +34,7 @@ func reference(body []byte) (*Page, error) {
 			Metadata   struct {
 				Name      string            `json:"name"`
 				Namespace string            `json:"namespace"`
+				UID       string            `json:"uid"`
 				Labels    map[string]string `json:"labels"`
 			} `json:"metadata"`
 		}
@@ -41,7 +42,7 @@ func reference(body []byte) (*Page, error) {
 			return nil, err
 		}
 		p.Items = append(p.Items, Item{APIVersion: head.APIVersion, Kind: head.Kind, Namespace: head.Metadata.Namespace,
-			Name: head.Metadata.Name, Labels: head.Metadata.Labels, JSON: raw})
+			Name: head.Metadata.Name, UID: head.Metadata.UID, Labels: head.Metadata.Labels, JSON: raw})
 	}
 	return p, nil
 }
@@ -59,7 +60,26 @@ func sameAsReference(t *testing.T, body []byte) *Page {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Decode(%s)\n got %+v\nwant %+v", body, got, want)
 	}
+	// Each item read on its own reads the same.
+	for _, it := range want.Items {
+		obj, err := Object(it.JSON)
+		if err != nil || !reflect.DeepEqual(obj, it) {
+			t.Fatalf("Object(%s) = %+v, %v; want %+v", it.JSON, obj, err, it)
+		}
+	}
 	return got
+}
+
+func TestObjectRefusesWhatEncodingJSONRefuses(t *testing.T) {
+	for _, body := range []string{``, `{`, `{} {}`, `[]`, `{"metadata":{"uid":1}}`, `null`} {
+		if _, err := Object([]byte(body)); err == nil {
+			t.Errorf("Object(%q) accepted", body)
+		}
+	}
+	it, err := Object([]byte(` {"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","uid":"1234-5"}} ` + "\n"))
+	if err != nil || it.UID != "1234-5" || it.Name != "a" || it.Kind != "PartialObjectMetadata" {
+		t.Fatalf("Object = %+v, %v", it, err)
+	}
 }
 
 func TestDecodeReadsWhatEncodingJSONRead(t *testing.T) {

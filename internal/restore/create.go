@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
+	"github.com/lifeboat-io/lifeboat/internal/listpage"
 )
 
 // metadataOnly asks the API server to answer a create with the created
@@ -34,15 +35,11 @@ func (r *run) createForUID(ctx context.Context, info resourceInfo, ns string, ob
 	if err != nil {
 		return "", err
 	}
-	var created struct {
-		Metadata struct {
-			UID types.UID `json:"uid"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(raw, &created); err != nil {
+	created, err := listpage.Object(raw)
+	if err != nil {
 		return "", fmt.Errorf("decoding the API server's answer to the create: %w", err)
 	}
-	return created.Metadata.UID, nil
+	return types.UID(created.UID), nil
 }
 
 // namespaceIf is ns for a namespaced type and "" for a cluster-scoped one.
