@@ -49,6 +49,45 @@ const (
 	// that its backups stay incremental across the pods that mount it.
 	PVCNameAnnotation = "velero.io/pvc-name"
 
+	// DigestsAnnotation on a Backup is the sha256 of the digests file the
+	// backup wrote beside its files (docs/integrity.md): a record of what
+	// was stored kept outside the bucket. Lifeboat's own.
+	DigestsAnnotation = "lifeboat.io/digests-sha256"
+
+	// IgnoreIntegrityAnnotation on a Restore, "true", restores a backup
+	// whose files differ from their digests, the differences becoming the
+	// restore's warnings; without it such a restore fails before anything
+	// is created. Lifeboat's own.
+	IgnoreIntegrityAnnotation = "lifeboat.io/ignore-integrity"
+
+	// VerifyRequestAnnotation on a Backup asks the server to verify it
+	// (`lifeboat backup verify`); its value is a token of the request (the
+	// CLI writes the time). VerifiedRequestAnnotation is the token the
+	// server last answered, VerificationAnnotation the answer in one line
+	// ("<time> <reason>: <summary>"), kept where Velero's CRDs, which have
+	// no conditions, keep it too. Lifeboat's own.
+	VerifyRequestAnnotation   = "lifeboat.io/verify-requested"
+	VerifiedRequestAnnotation = "lifeboat.io/verified-request"
+	VerificationAnnotation    = "lifeboat.io/verification"
+
+	// VerifyBackupsAnnotation on a Schedule, "true", has every backup the
+	// schedule creates verified once it ends. Lifeboat's own.
+	VerifyBackupsAnnotation = "lifeboat.io/verify-backups"
+
+	// BackupConditionVerified is the outcome of the latest verification
+	// of a Backup: True when every stored file and tarball entry matched
+	// the digests it wrote, False when something differs (the message
+	// says what) or the backup has no digests (reason NoDigests).
+	BackupConditionVerified = "Verified"
+
+	// Reasons of the Verified condition, which the verification
+	// annotation and metric carry too.
+	VerificationVerified  = "Verified"
+	VerificationDiffers   = "Differs"
+	VerificationNoDigests = "NoDigests"
+	VerificationNotStored = "NotStored"
+	VerificationError     = "Error"
+
 	// BackupConditionStored is a Backup condition that Lifeboat sets to
 	// False when a backup wrote nothing at all to its storage location
 	// (its name was taken there by another backup, or the location could
@@ -76,3 +115,9 @@ func LabelValue(name string) string {
 	sum := sha256.Sum256([]byte(name))
 	return name[:maxLen-6] + hex.EncodeToString(sum[:])[:6]
 }
+
+// ClusterOnlyAnnotations are a Backup's records of this cluster's own
+// (what it saw written, what it verified). They are not written into
+// velero-backup.json, and a Backup synced from a bucket does not take them
+// from there: a record kept in the bucket is not a record kept outside it.
+var ClusterOnlyAnnotations = []string{DigestsAnnotation, VerifyRequestAnnotation, VerifiedRequestAnnotation, VerificationAnnotation}

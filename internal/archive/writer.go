@@ -2,6 +2,7 @@ package archive
 
 import (
 	"archive/tar"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"time"
@@ -27,7 +28,18 @@ type Writer struct {
 	// err is sticky: after a failed write the tar stream is corrupt, and
 	// carrying on would only produce an archive that fails later, elsewhere.
 	err error
+	// entries, when set, is told the digest of every entry written.
+	entries EntryRecorder
 }
+
+// EntryRecorder is told each entry's sha256 and size as the entry is
+// written, in archive order.
+type EntryRecorder interface {
+	RecordEntry(path string, sum [sha256.Size]byte, size int64) error
+}
+
+// RecordEntries has every entry written from now on reported to rec.
+func (w *Writer) RecordEntries(rec EntryRecorder) { w.entries = rec }
 
 // NewWriter returns a Writer that writes to w. Every entry gets modTime,
 // truncated to the second as the tar header stores it, so that the same
@@ -60,7 +72,11 @@ func NewWriter(w io.Writer, modTime time.Time, limits Limits) *Writer {
 // WriteVersion writes metadata/version ("1.1.0" and a newline, as Velero
 // writes it). Velero writes it as the first entry; callers should too.
 func (w *Writer) WriteVersion() error {
-	return w.writeEntry(versionFilePath, []byte(versionFileContents))
+	data := []byte(versionFileContents)
+	if err := w.writeEntry(versionFilePath, data); err != nil {
+		return err
+	}
+	return w.record(data, versionFilePath)
 }
 
 // WriteItem stores data, the item's JSON, twice and back to back: once
@@ -83,7 +99,26 @@ func (w *Writer) WriteItem(ref ItemRef, data []byte) error {
 	if err := w.writeEntry(both[:split], data); err != nil {
 		return err
 	}
-	return w.writeEntry(both[split:], data)
+	if err := w.writeEntry(both[split:], data); err != nil {
+		return err
+	}
+	return w.record(data, both[:split], both[split:])
+}
+
+// record reports data's digest under each of paths (an item's two copies
+// share one hash).
+func (w *Writer) record(data []byte, paths ...string) error {
+	if w.entries == nil {
+		return nil
+	}
+	sum := sha256.Sum256(data)
+	for _, p := range paths {
+		if err := w.entries.RecordEntry(p, sum, int64(len(data))); err != nil {
+			w.err = fmt.Errorf("archive: recording the digest of %q: %w", p, err)
+			return w.err
+		}
+	}
+	return nil
 }
 
 func (w *Writer) writeEntry(name string, data []byte) error {

@@ -25,6 +25,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/cluster"
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
+	"github.com/lifeboat-io/lifeboat/internal/integrity"
 	"github.com/lifeboat-io/lifeboat/internal/itemops"
 	"github.com/lifeboat-io/lifeboat/internal/resourcelist"
 	"github.com/lifeboat-io/lifeboat/internal/results"
@@ -123,6 +124,9 @@ type Outcome struct {
 	// HooksAttempted and HooksFailed count the exec hooks, as Velero's
 	// status.hookStatus does.
 	HooksAttempted, HooksFailed int
+	// DigestsSHA256 is the sha256 of the digests file the backup wrote
+	// (v1.DigestsAnnotation), "" when it wrote none.
+	DigestsSHA256 string
 }
 
 // Run backs up what b's spec selects into store. b must carry the status the
@@ -199,6 +203,13 @@ type run struct {
 	wrote bool
 	// tarballBytes counts the compressed archive as it is written.
 	tarballBytes int64
+
+	// digests records every file the run stores (r.store records into
+	// it) and items every tarball entry, for the digests file written
+	// last (internal/integrity).
+	digests       *storage.DigestRecorder
+	items         *integrity.ItemDigests
+	digestsSHA256 string
 }
 
 func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress ProgressFunc) (*run, error) {
@@ -209,14 +220,24 @@ func newRun(e *Engine, b *v1.Backup, store *storage.BackupStore, progress Progre
 	if progress == nil {
 		progress = func(v1.BackupProgress) {}
 	}
-	return &run{e: e, b: b, store: store, progress: progress, log: lg, resourceList: resourcelist.New(e.WorkDir), namespacesWithItems: map[string]bool{},
-		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}, volumes: newStoredVolumes(), csi: newCSIState()}, nil
+	items, err := integrity.NewItemDigests(e.WorkDir)
+	if err != nil {
+		lg.Discard()
+		return nil, err
+	}
+	digests := storage.NewDigestRecorder()
+	return &run{e: e, b: b, store: store.Recording(digests), progress: progress, log: lg, resourceList: resourcelist.New(e.WorkDir), namespacesWithItems: map[string]bool{},
+		perType: map[schema.GroupResource]int{}, typeActions: map[schema.GroupResource][]itemAction{}, volumes: newStoredVolumes(), csi: newCSIState(),
+		digests: digests, items: items}, nil
 }
 
 func (r *run) close() {
 	r.log.Discard()
 	if err := r.resourceList.Close(); err != nil {
 		r.e.Log.Warn("removing the resource list's temporary files", "backup", r.b.Namespace+"/"+r.b.Name, "error", err)
+	}
+	if err := r.items.Close(); err != nil {
+		r.e.Log.Warn("removing the item digests' temporary file", "backup", r.b.Namespace+"/"+r.b.Name, "error", err)
 	}
 }
 
@@ -267,6 +288,8 @@ func (r *run) execute(ctx context.Context) Outcome {
 		if err = r.finish(ctx, out, res); err != nil {
 			out.Phase, out.FailureReason = v1.BackupPhaseFailed, err.Error()
 			r.log.Error("writing the backup's files failed", "error", err)
+		} else {
+			out.DigestsSHA256 = r.digestsSHA256
 		}
 	}
 	// The CSI snapshots stay with a stored backup and go with a failed one.
@@ -331,6 +354,9 @@ func (r *run) collectAndUpload(ctx context.Context) error {
 	if werr != nil {
 		return werr
 	}
+	if err := r.items.Upload(ctx, r.store, r.b.Name); err != nil {
+		return fmt.Errorf("uploading the backup's item digests: %w", err)
+	}
 	return r.decideVolumes(ctx)
 }
 
@@ -340,6 +366,7 @@ func (r *run) writeArchive(ctx context.Context, p *plan, w io.Writer) error {
 		startedAt = r.b.Status.StartTimestamp.Time
 	}
 	aw := archive.NewWriter(w, startedAt, r.e.Limits)
+	aw.RecordEntries(r.items)
 	if err := aw.WriteVersion(); err != nil {
 		return fmt.Errorf("writing the archive: %w", err)
 	}
@@ -486,6 +513,14 @@ func (r *run) finish(ctx context.Context, out Outcome, res results.Results) erro
 			return fmt.Errorf("uploading the backup's %s: %w", s.what, err)
 		}
 	}
+	// The digests file goes last: it lists every file above,
+	// velero-backup.json included. A backup that stops before it is a
+	// backup without digests, as Velero's are.
+	sum, err := integrity.WriteManifest(ctx, r.store, name, r.digests.Under(r.store.BackupDir(name)), r.items.Entries())
+	if err != nil {
+		return fmt.Errorf("uploading the backup's digests file: %w", err)
+	}
+	r.digestsSHA256 = sum
 	return nil
 }
 

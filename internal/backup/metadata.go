@@ -28,6 +28,9 @@ func MarshalMetadata(b *v1.Backup) ([]byte, error) {
 	}
 	delete(stored.Annotations, v1.StoredUIDAnnotation)
 	delete(stored.Annotations, v1.SyncedAnnotation)
+	for _, a := range v1.ClusterOnlyAnnotations {
+		delete(stored.Annotations, a)
+	}
 	delete(stored.Labels, v1.GCFailureLabel)
 	data, err := json.Marshal(stored)
 	if err != nil {

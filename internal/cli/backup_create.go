@@ -316,6 +316,10 @@ func (o *createOptions) backupFromSchedule(ctx context.Context, f *Factory, name
 		}
 		maps.Copy(annotations, o.annotations)
 	}
+	if s.Annotations[v1.VerifyBackupsAnnotation] == "true" {
+		// As the schedule's own backups are verified once they end.
+		annotations[v1.VerifyRequestAnnotation] = "schedule"
+	}
 	b := &v1.Backup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.Namespace, Labels: labels, Annotations: annotations},
 		Spec:       *s.Spec.Template.DeepCopy(),

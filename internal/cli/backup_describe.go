@@ -193,6 +193,9 @@ func (f *Factory) describeBackup(w io.Writer, b *v1.Backup, list *resourceListRe
 	d.line("Started:\t%s", f.formatTime(status.StartTimestamp))
 	d.line("Completed:\t%s", f.formatTime(status.CompletionTimestamp))
 	d.line("Expiration:\t%s", f.formatTime(status.Expiration))
+	if v := b.Annotations[v1.VerificationAnnotation]; v != "" {
+		d.line("Verification:\t%s", v)
+	}
 	if p := status.Progress; p != nil {
 		d.blank()
 		if phase == string(v1.BackupPhaseInProgress) {

@@ -23,6 +23,7 @@ func newBackupCommand(f *Factory) *cobra.Command {
 		newBackupLogsCommand(f),
 		newBackupDownloadCommand(f),
 		newBackupDeleteCommand(f),
+		newBackupVerifyCommand(f),
 	)
 	return cmd
 }

@@ -335,6 +335,13 @@ func (r *BackupReconciler) runBackup(ctx context.Context, b *v1.Backup) error {
 			}
 		})
 	}
+	if outcome.DigestsSHA256 != "" {
+		// Kept in the cluster, outside the bucket, before the phase says
+		// the backup is done: whoever sees it Completed sees this too.
+		if err := recordDigests(ctx, r.Client, b, outcome.DigestsSHA256); err != nil {
+			log.Warn("recording the digest of the backup's digests file; verification will not be able to tell a rewritten digests file", "error", err)
+		}
+	}
 	// Counted as the run ends, whether or not the status write below
 	// succeeds: the store already says how it ended.
 	metrics.BackupRan(schedule, metrics.BackupRun{
@@ -395,3 +402,17 @@ func (r *BackupReconciler) patchStatus(ctx context.Context, b *v1.Backup, change
 
 // reader reads around the cache, each call bounded by cluster.CallTimeout.
 func (r *BackupReconciler) reader() client.Reader { return cluster.TimedReader{Reader: r.APIReader} }
+
+// recordDigests puts the sha256 of b's digests file on b, where someone
+// who can rewrite the bucket cannot rewrite it too.
+func recordDigests(ctx context.Context, c client.Client, b *v1.Backup, sum string) error {
+	if b.Annotations[v1.DigestsAnnotation] == sum {
+		return nil
+	}
+	return patchObject(ctx, c, b, func() {
+		if b.Annotations == nil {
+			b.Annotations = map[string]string{}
+		}
+		b.Annotations[v1.DigestsAnnotation] = sum
+	})
+}

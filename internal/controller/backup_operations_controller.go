@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/backup"
+	"github.com/lifeboat-io/lifeboat/internal/integrity"
 	"github.com/lifeboat-io/lifeboat/internal/itemops"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/metrics"
@@ -75,6 +76,8 @@ func (r *BackupOperationsReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	written := storage.NewDigestRecorder()
+	store = store.Recording(written)
 	key := store.BackupKey(b.Name, storage.BackupItemOperationsFile(b.Name))
 	var ops []itemops.BackupOperation
 	if err := store.GetGzipJSON(ctx, key, &ops); err != nil {
@@ -123,6 +126,17 @@ func (r *BackupOperationsReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			return ctrl.Result{}, err
 		}
 		r.Log.Info("asynchronous operations ended", "backup", req.String(), "phase", ended.Status.Phase, "completed", completed, "failed", failed)
+	}
+	// What was rewritten goes into the digests file, so that a
+	// verification does not take this controller's writes for tampering.
+	sum, err := integrity.Amend(ctx, store, b.Name, written.Under(store.BackupDir(b.Name)))
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("backup %s: %w", req, err)
+	}
+	if sum != "" {
+		if err := recordDigests(ctx, r.Client, &b, sum); err != nil {
+			return ctrl.Result{}, fmt.Errorf("recording the digest of backup %s's digests file: %w", req, err)
+		}
 	}
 	before := string(b.Status.Phase)
 	if err := writeStatus(ctx, r.Client, r.APIReader, &b, func() { finish(&b) }); err != nil {

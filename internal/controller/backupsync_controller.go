@@ -144,6 +144,9 @@ func (r *BackupSyncReconciler) create(ctx context.Context, bsl *v1.BackupStorage
 	// is what its deletion checks the store against. Whatever the file
 	// says on this annotation is not to be trusted over its own UID.
 	delete(b.Annotations, v1.StoredUIDAnnotation)
+	for _, a := range v1.ClusterOnlyAnnotations {
+		delete(b.Annotations, a)
+	}
 	if stored.UID != "" {
 		b.Annotations[v1.StoredUIDAnnotation] = string(stored.UID)
 	}

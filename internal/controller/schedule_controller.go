@@ -210,9 +210,13 @@ func scheduledBackup(s *v1.Schedule, at time.Time) *v1.Backup {
 			Namespace: s.Namespace,
 			Name:      s.Name + "-" + at.UTC().Format(backupTimestampFormat),
 			Labels:    labels,
+			// The schedule's annotations, as Velero's scheduled backups
+			// carry them.
+			Annotations: maps.Clone(s.Annotations),
 		},
 		Spec: *s.Spec.Template.DeepCopy(),
 	}
+	requestVerification(s, b)
 	if ptr.Deref(s.Spec.UseOwnerReferencesInBackup, false) {
 		b.OwnerReferences = []metav1.OwnerReference{{
 			APIVersion: v1.SchemeGroupVersion.String(), Kind: "Schedule",
@@ -220,6 +224,19 @@ func scheduledBackup(s *v1.Schedule, at time.Time) *v1.Backup {
 		}}
 	}
 	return b
+}
+
+// requestVerification asks for b's verification once it ends
+// (BackupVerifyReconciler) when its schedule s is annotated
+// v1.VerifyBackupsAnnotation.
+func requestVerification(s *v1.Schedule, b *v1.Backup) {
+	if s.Annotations[v1.VerifyBackupsAnnotation] != "true" {
+		return
+	}
+	if b.Annotations == nil {
+		b.Annotations = map[string]string{}
+	}
+	b.Annotations[v1.VerifyRequestAnnotation] = "schedule"
 }
 
 // specField finds the field paths in backup.Validate's messages, which

@@ -82,6 +82,16 @@ func TestScheduledBackup(t *testing.T) {
 	if s.Labels[v1.ScheduleNameLabel] != "" {
 		t.Error("the schedule's own labels were modified")
 	}
+	if b.Annotations != nil {
+		t.Errorf("annotations %v of a schedule without any", b.Annotations)
+	}
+	// The schedule's annotations, as Velero's; asked to, a verification
+	// request besides, answered once the backup ends.
+	s.Annotations = map[string]string{"owner": "ops", v1.VerifyBackupsAnnotation: "true"}
+	b = scheduledBackup(s, base)
+	if b.Annotations["owner"] != "ops" || b.Annotations[v1.VerifyRequestAnnotation] == "" || s.Annotations[v1.VerifyRequestAnnotation] != "" {
+		t.Errorf("annotations %v (schedule's %v)", b.Annotations, s.Annotations)
+	}
 	s.Spec.UseOwnerReferencesInBackup = ptr.To(true)
 	ref := scheduledBackup(s, base).OwnerReferences
 	if len(ref) != 1 || ref[0].Kind != "Schedule" || ref[0].Name != "nightly" || ref[0].UID != "u-1" || !ptr.Deref(ref[0].Controller, false) {

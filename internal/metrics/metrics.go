@@ -88,6 +88,7 @@ type set struct {
 	// Lifeboat's own.
 	deletionDuration      *prometheus.HistogramVec
 	deleteItemActionCalls *prometheus.CounterVec
+	verifications         *prometheus.CounterVec
 
 	// initialised are the schedules whose series InitSchedule made.
 	mu          sync.Mutex
@@ -148,6 +149,10 @@ func newSet() *set {
 			Name: "lifeboat_delete_item_action_calls_total",
 			Help: "Total number of DeleteItemAction calls, by plugin and result",
 		}, []string{PluginLabel, ResultLabel}),
+		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_backup_verification_total",
+			Help: "Backup verifications, by schedule and result: Verified, Differs (a stored file or item differs from its digests), NoDigests (nothing to check against), Error (the store could not be read)",
+		}, []string{ScheduleLabel, ResultLabel}),
 
 		initialised: map[string]bool{},
 	}
@@ -164,7 +169,7 @@ func (s *set) collectors() []prometheus.Collector {
 		s.locationStatus,
 		s.deletionAttempts, s.deletionSuccesses, s.deletionFailures,
 		s.census,
-		s.deletionDuration, s.deleteItemActionCalls,
+		s.deletionDuration, s.deleteItemActionCalls, s.verifications,
 	}
 }
 

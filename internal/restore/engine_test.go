@@ -177,6 +177,8 @@ func (w *world) backupOf(ns string) *v1.Backup {
 		w.t.Fatalf("backup: %+v", out)
 	}
 	backup.ApplyOutcome(b, out)
+	// As the backup controller records it.
+	b.Annotations = map[string]string{v1.DigestsAnnotation: out.DigestsSHA256}
 	return b
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/archive"
 	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
+	"github.com/lifeboat-io/lifeboat/internal/integrity"
 	"github.com/lifeboat-io/lifeboat/internal/resourcelist"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
@@ -170,6 +171,10 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	checked, err := r.checkIntegrity(ctx)
+	if err != nil {
+		return err
+	}
 	sp, err := newSpool(r.e.WorkDir)
 	if err != nil {
 		return err
@@ -188,7 +193,11 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("reading backup %q: %w", r.b.Name, err)
 	}
-	err = sp.fill(rc, r.e.Limits, keep)
+	tarball := integrity.NewReading(rc, storage.BackupContentsFile(r.b.Name), checked)
+	err = sp.fill(tarball, r.e.Limits, keep)
+	if err == nil {
+		err = tarball.Finish()
+	}
 	_ = rc.Close()
 	if err != nil {
 		return fmt.Errorf("reading the archive of backup %q: %w", r.b.Name, err)

@@ -179,6 +179,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			Client: mgr.GetClient(), APIReader: acc.Reader, Engine: restoreEngine, Locations: resolver,
 			Log: log.With("controller", "restore"), Events: events,
 		},
+		&controller.BackupVerifyReconciler{
+			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Limits: opts.ArchiveLimits,
+			Log: log.With("controller", "backupverify"),
+		},
 		&controller.BackupOperationsReconciler{
 			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Plugins: plugins,
 			Frequency: opts.ItemOperationSyncFrequency, Log: log.With("controller", "backupoperations"), Events: events,

@@ -90,6 +90,8 @@ type BackupStore struct {
 	store  ObjectStore
 	bucket string
 	root   string // "" or "<prefix>/"
+	// digests, when set, records what every put wrote (Recording).
+	digests *DigestRecorder
 }
 
 // NewBackupStore returns a BackupStore for bucket and prefix; slashes around
@@ -319,9 +321,27 @@ func (s *BackupStore) putRestoreGzipJSON(ctx context.Context, name, file string,
 }
 
 func (s *BackupStore) put(ctx context.Context, key string, body io.Reader) error {
+	if s.digests == nil {
+		if err := s.store.PutObject(ctx, s.bucket, key, body); err != nil {
+			return fmt.Errorf("write %s in %s: %w", key, s.location(), err)
+		}
+		return nil
+	}
+	var digest func() FileDigest
+	if rs, ok := body.(io.ReadSeeker); ok {
+		fd, err := digestOf(rs)
+		if err != nil {
+			return fmt.Errorf("write %s in %s: hashing it: %w", key, s.location(), err)
+		}
+		digest = func() FileDigest { return fd }
+	} else {
+		h := newHashingReader(body)
+		body, digest = h, h.digest
+	}
 	if err := s.store.PutObject(ctx, s.bucket, key, body); err != nil {
 		return fmt.Errorf("write %s in %s: %w", key, s.location(), err)
 	}
+	s.digests.record(key, digest())
 	return nil
 }
 

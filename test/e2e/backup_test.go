@@ -169,8 +169,11 @@ func TestBackupHasVeleroLayout(t *testing.T) {
 				files = append(files, strings.TrimPrefix(k, store.BackupDir(b.Name)))
 			}
 			n := b.Name
+			// Velero's files, and Lifeboat's two digests files beside them
+			// (docs/integrity.md).
 			wantFiles := []string{n + "-itemoperations.json.gz", n + "-logs.gz", n + "-podvolumebackups.json.gz", n + "-resource-list.json.gz",
-				n + "-results.gz", n + "-volumeinfo.json.gz", n + "-volumesnapshots.json.gz", n + ".tar.gz", "velero-backup.json"}
+				n + "-results.gz", n + "-volumeinfo.json.gz", n + "-volumesnapshots.json.gz", n + ".tar.gz", "velero-backup.json",
+				n + "-lifeboat-digests.json", n + "-lifeboat-item-digests.json.gz"}
 			sort.Strings(files)
 			sort.Strings(wantFiles)
 			if strings.Join(files, ",") != strings.Join(wantFiles, ",") {

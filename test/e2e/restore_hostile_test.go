@@ -86,9 +86,21 @@ func TestACraftedTarballInTheBucketRestoresNothingOutsideTheFilters(t *testing.T
 		t.Fatalf("replacing the backup's tarball in the bucket: %v", err)
 	}
 
+	// The backup's digests give the replaced tarball away: nothing is
+	// restored.
+	refusedName := env.Name("crafted")
+	_, _ = lifeboat(t, "restore", "create", refusedName, "--from-backup", backupName, "--include-namespaces", shop,
+		"--namespace-mappings", shop+":"+copyNS, "--existing-resource-policy", "update", "--wait")
+	if rs := waitRestore(t, refusedName); rs.Status.Phase != v1.RestorePhaseFailed ||
+		!strings.Contains(rs.Status.FailureReason, "/planted.json: added (not in the item digests)") {
+		t.Errorf("restore of the replaced tarball: %s %q, want Failed naming the planted entry", rs.Status.Phase, rs.Status.FailureReason)
+	}
+	// Told to go ahead regardless (or were this a Velero-written backup,
+	// without digests), the restore's own filters still hold.
 	restoreName := env.Name("crafted")
 	out, err := lifeboat(t, "restore", "create", restoreName, "--from-backup", backupName, "--include-namespaces", shop,
-		"--namespace-mappings", shop+":"+copyNS, "--existing-resource-policy", "update", "--wait")
+		"--namespace-mappings", shop+":"+copyNS, "--existing-resource-policy", "update",
+		"--annotations", v1.IgnoreIntegrityAnnotation+"=true", "--wait")
 	if err == nil || !strings.Contains(err.Error()+out, "partially failed") {
 		t.Errorf("restore create --wait should report the partial failure: %v\n%s", err, out)
 	}

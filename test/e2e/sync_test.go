@@ -47,9 +47,12 @@ func TestBackupsInABucketWrittenByVeleroAreSyncedAndRestore(t *testing.T) {
 	started := metav1.NewTime(time.Now().Add(-time.Hour).UTC().Truncate(time.Second))
 	expires := metav1.NewTime(started.Add(720 * time.Hour))
 	meta, _ := json.Marshal(&v1.Backup{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "velero.io/v1", Kind: "Backup"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: backupName, UID: "ef56", Labels: map[string]string{v1.StorageLocationLabel: "default"}},
-		Spec:       v1.BackupSpec{IncludedNamespaces: []string{ns}, StorageLocation: "default", TTL: metav1.Duration{Duration: 720 * time.Hour}},
+		TypeMeta: metav1.TypeMeta{APIVersion: "velero.io/v1", Kind: "Backup"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "velero", Name: backupName, UID: "ef56", Labels: map[string]string{v1.StorageLocationLabel: "default"},
+			// Records only a cluster keeps, planted in the bucket: a
+			// digest to check the backup against, a verification.
+			Annotations: map[string]string{v1.DigestsAnnotation: strings.Repeat("0", 64), v1.VerificationAnnotation: "Verified"}},
+		Spec: v1.BackupSpec{IncludedNamespaces: []string{ns}, StorageLocation: "default", TTL: metav1.Duration{Duration: 720 * time.Hour}},
 		Status: v1.BackupStatus{Phase: v1.BackupPhaseCompleted, Version: 1, FormatVersion: "1.1.0", StartTimestamp: &started,
 			CompletionTimestamp: &started, Expiration: &expires, Progress: &v1.BackupProgress{TotalItems: 2, ItemsBackedUp: 2}},
 	})
@@ -70,6 +73,12 @@ func TestBackupsInABucketWrittenByVeleroAreSyncedAndRestore(t *testing.T) {
 	b := env.WaitBackup(t, backupName, 30*time.Second)
 	if b.Status.Phase != v1.BackupPhaseCompleted || b.Spec.StorageLocation != location || !b.Status.StartTimestamp.Equal(&started) {
 		t.Fatalf("synced backup: spec %+v status %+v", b.Spec, b.Status)
+	}
+
+	for _, a := range v1.ClusterOnlyAnnotations {
+		if v, ok := b.Annotations[a]; ok {
+			t.Errorf("the synced backup took %s=%q from the bucket", a, v)
+		}
 	}
 
 	mustLifeboat(t, "restore", "create", env.Name("fromvelero"), "--from-backup", backupName, "--wait")

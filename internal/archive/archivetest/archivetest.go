@@ -5,8 +5,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 )
 
 // Bomb writes a gzip'd tarball that unpacks to about unpacked bytes (10 GB
@@ -244,4 +247,51 @@ func padded(data []byte) []byte {
 		out = append(out, make([]byte, 512-r)...)
 	}
 	return out
+}
+
+// Rewrite rewrites the tarball file at path entry by entry: edit returns
+// what goes in an entry's place (itself, changed, nothing, or more
+// entries), as someone tampering with a stored backup would.
+func Rewrite(path string, edit func(Entry) []Entry) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(zr)
+	var entries []Entry
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, edit(Entry{Name: hdr.Name, Data: data, Typeflag: hdr.Typeflag, Linkname: hdr.Linkname})...)
+	}
+	var out bytes.Buffer
+	if err := Tarball(&out, entries); err != nil {
+		return err
+	}
+	return os.WriteFile(path, out.Bytes(), 0o644)
+}
+
+// Drop is a Rewrite edit that leaves out the entries whose names end in
+// suffix (an item's two copies, for "/<ns>/<name>.json").
+func Drop(suffix string) func(Entry) []Entry {
+	return func(e Entry) []Entry {
+		if strings.HasSuffix(e.Name, suffix) {
+			return nil
+		}
+		return []Entry{e}
+	}
 }
