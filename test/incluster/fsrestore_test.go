@@ -1,27 +1,29 @@
 package incluster
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/install"
+	"github.com/lifeboat-io/lifeboat/internal/integrity"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
+	"github.com/lifeboat-io/lifeboat/internal/storage/filesystem"
 )
 
 // TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent: a pod's emptyDir
@@ -83,7 +85,7 @@ func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
 		Spec: v1.BackupSpec{IncludedNamespaces: []string{ns}}}
 	create(t, b)
 	waitFor(t, b, "the backup to complete", func(b *v1.Backup) bool { return b.Status.Phase == v1.BackupPhaseCompleted })
-	writePodVolumeBackups(t, filepath.Join(store, "backups", "backups", b.Name), b.Name, []v1.PodVolumeBackup{*pvb})
+	writePodVolumeBackups(t, store, b, []v1.PodVolumeBackup{*pvb})
 
 	if err := admin.Delete(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -137,23 +139,39 @@ func TestARestoreBringsPodVolumeDataBackThroughTheNodeAgent(t *testing.T) {
 	}
 }
 
-// writePodVolumeBackups writes the backup's PodVolumeBackups file into
-// its directory of the filesystem location, as the backup will.
-func writePodVolumeBackups(t *testing.T, dir, backup string, pvbs []v1.PodVolumeBackup) {
+// writePodVolumeBackups writes backup b's PodVolumeBackups file into
+// the filesystem location at storeRoot, as the backup will, and records it
+// in the backup's digests as a backup does (else the restore rightly
+// refuses the backup as changed since it was written).
+func writePodVolumeBackups(t *testing.T, storeRoot string, b *v1.Backup, pvbs []v1.PodVolumeBackup) {
 	t.Helper()
-	data, err := json.Marshal(pvbs)
+	fs, err := filesystem.New(map[string]string{filesystem.PathKey: storeRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(data); err != nil {
+	store := storage.NewBackupStore(fs, "backups", "")
+	written := storage.NewDigestRecorder()
+	if err := store.Recording(written).PutPodVolumeBackups(ctx(t), b.Name, pvbs); err != nil {
 		t.Fatal(err)
 	}
-	if err := zw.Close(); err != nil {
+	sum, err := integrity.Amend(ctx(t), store, b.Name, written.Under(store.BackupDir(b.Name)))
+	if err != nil || sum == "" {
+		t.Fatalf("amending the backup's digests file: %q, %v", sum, err)
+	}
+	// Written as root here; the server, which owns the directory, reads them.
+	dir := filepath.Join(storeRoot, "backups", store.BackupDir(b.Name))
+	fi, err := os.Stat(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, storage.PodVolumeBackupsFile(backup)), buf.Bytes(), 0o644); err != nil {
+	owner := fi.Sys().(*syscall.Stat_t)
+	for _, f := range []string{storage.PodVolumeBackupsFile(b.Name), integrity.ManifestFile(b.Name)} {
+		if err := os.Chown(filepath.Join(dir, f), int(owner.Uid), int(owner.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, v1.DigestsAnnotation, sum)
+	if err := admin.Patch(ctx(t), b, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
 }
