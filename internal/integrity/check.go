@@ -314,6 +314,8 @@ func compareEntries(r io.Reader, limits archive.Limits, file string, expected *e
 			continue
 		}
 		sum := sha256.Sum256(e.Data)
+		var hexSum [2 * sha256.Size]byte
+		hex.Encode(hexSum[:], sum[:])
 		want, missing, found := expected.find(e.Path)
 		for _, m := range missing {
 			rep.add(Finding{File: file, Entry: m.Path, Problem: "missing (removed)"})
@@ -321,7 +323,7 @@ func compareEntries(r io.Reader, limits archive.Limits, file string, expected *e
 		switch {
 		case !found:
 			rep.add(Finding{File: file, Entry: e.Path, Problem: "added (not in the item digests)"})
-		case want.Size != int64(len(e.Data)) || want.SHA256 != hex.EncodeToString(sum[:]):
+		case want.Size != int64(len(e.Data)) || want.SHA256 != string(hexSum[:]):
 			rep.add(Finding{File: file, Entry: e.Path, Problem: "its content differs from what was written (changed)"})
 		}
 	}
