@@ -291,7 +291,8 @@ func TestABackupWithoutDigests(t *testing.T) {
 
 func TestAHostileDigestsFileIsAFinding(t *testing.T) {
 	for _, body := range []string{`not json`, `{"version":2,"algorithm":"sha256","backup":"bk"}`, `{"version":1,"algorithm":"md5","backup":"bk"}`,
-		`{"version":1,"algorithm":"sha256","backup":"other"}`, strings.Repeat(" ", maxManifestBytes+1)} {
+		`{"version":1,"algorithm":"sha256","backup":"other"}`, strings.Repeat(" ", maxManifestBytes+1),
+		`{"version":1,"algorithm":"sha256","backup":"bk","files":{"../../other/velero-backup.json":{"sha256":"","size":1}}}`} {
 		s := writeBackup(t, 1)
 		s.anchor = ""
 		if err := os.WriteFile(s.path(ManifestFile(name)), []byte(body), 0o644); err != nil {

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"strings"
 
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
@@ -94,6 +95,13 @@ func readManifest(ctx context.Context, store *storage.BackupStore, name string) 
 		return m, raw, fmt.Errorf("%s uses algorithm %q; this Lifeboat reads sha256", ManifestFile(name), m.Algorithm)
 	case m.Backup != name:
 		return m, raw, fmt.Errorf("%s is the digests file of backup %q", ManifestFile(name), m.Backup)
+	}
+	for f := range m.Files {
+		// Only names in the backup's directory are read: never a key
+		// elsewhere in the bucket that a hostile file might point at.
+		if f == "" || f == "." || f == ".." || strings.ContainsAny(f, "/\\\x00") {
+			return m, raw, fmt.Errorf("%s lists %q, which is not a file name of the backup's directory", ManifestFile(name), f)
+		}
 	}
 	return m, raw, nil
 }
