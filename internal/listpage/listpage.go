@@ -51,27 +51,16 @@ type Page struct {
 func Decode(body []byte) (*Page, error) {
 	dec := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	p := &Page{Remaining: -1}
-	if err := expectDelim(dec, '{'); err != nil {
-		return nil, err
-	}
-	for dec.PeekKind() != '}' {
-		name, err := readName(dec)
-		if err != nil {
-			return nil, err
-		}
+	err := readObject(dec, false, func(name string) error {
 		switch name {
 		case "metadata":
-			err = readListMeta(dec, p)
+			return readListMeta(dec, p)
 		case "items":
-			err = readItems(dec, body, p)
-		default:
-			err = dec.SkipValue()
+			return readItems(dec, body, p)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	if _, err := dec.ReadToken(); err != nil {
+		return dec.SkipValue()
+	})
+	if err != nil {
 		return nil, err
 	}
 	if err := atEnd(dec); err != nil {
@@ -106,8 +95,11 @@ func atEnd(dec *jsontext.Decoder) error {
 	return nil
 }
 
-func readListMeta(dec *jsontext.Decoder, p *Page) error {
-	if dec.PeekKind() == 'n' {
+// readObject reads a JSON object, handing each member's name to member,
+// which reads (or skips) its value. With nullable, null reads as an
+// object without members, as encoding/json leaves a struct field alone.
+func readObject(dec *jsontext.Decoder, nullable bool, member func(name string) error) error {
+	if nullable && dec.PeekKind() == 'n' {
 		_, err := dec.ReadToken()
 		return err
 	}
@@ -119,29 +111,36 @@ func readListMeta(dec *jsontext.Decoder, p *Page) error {
 		if err != nil {
 			return err
 		}
-		switch name {
-		case "continue":
-			p.Continue, err = readString(dec)
-		case "remainingItemCount":
-			var tok jsontext.Token
-			if tok, err = dec.ReadToken(); err == nil {
-				switch tok.Kind() {
-				case '0':
-					p.Remaining = tok.Int()
-				case 'n':
-				default:
-					err = fmt.Errorf("remainingItemCount is a JSON %v, not a number", tok.Kind())
-				}
-			}
-		default:
-			err = dec.SkipValue()
-		}
-		if err != nil {
-			return err
+		if err := member(name); err != nil {
+			return fmt.Errorf("%q: %w", name, err)
 		}
 	}
 	_, err := dec.ReadToken()
 	return err
+}
+
+func readListMeta(dec *jsontext.Decoder, p *Page) error {
+	return readObject(dec, true, func(name string) (err error) {
+		switch name {
+		case "continue":
+			p.Continue, err = readString(dec)
+			return err
+		case "remainingItemCount":
+			tok, err := dec.ReadToken()
+			if err != nil {
+				return err
+			}
+			switch tok.Kind() {
+			case '0':
+				p.Remaining = tok.Int()
+			case 'n':
+			default:
+				return fmt.Errorf("a JSON %s, not a number", kindName(tok.Kind()))
+			}
+			return nil
+		}
+		return dec.SkipValue()
+	})
 }
 
 func readItems(dec *jsontext.Decoder, body []byte, p *Page) error {
@@ -171,14 +170,7 @@ func readItems(dec *jsontext.Decoder, body []byte, p *Page) error {
 // readHead reads one object, keeping the fields of Item.
 func readHead(dec *jsontext.Decoder) (Item, error) {
 	var head Item
-	if err := expectDelim(dec, '{'); err != nil {
-		return head, err
-	}
-	for dec.PeekKind() != '}' {
-		name, err := readName(dec)
-		if err != nil {
-			return head, err
-		}
+	err := readObject(dec, false, func(name string) (err error) {
 		switch name {
 		case "apiVersion":
 			head.APIVersion, err = readString(dec)
@@ -189,27 +181,13 @@ func readHead(dec *jsontext.Decoder) (Item, error) {
 		default:
 			err = dec.SkipValue()
 		}
-		if err != nil {
-			return head, fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	_, err := dec.ReadToken()
+		return err
+	})
 	return head, err
 }
 
 func readObjectMeta(dec *jsontext.Decoder, head *Item) error {
-	if dec.PeekKind() == 'n' {
-		_, err := dec.ReadToken()
-		return err
-	}
-	if err := expectDelim(dec, '{'); err != nil {
-		return err
-	}
-	for dec.PeekKind() != '}' {
-		name, err := readName(dec)
-		if err != nil {
-			return err
-		}
+	return readObject(dec, true, func(name string) (err error) {
 		switch name {
 		case "name":
 			head.Name, err = readString(dec)
@@ -222,33 +200,21 @@ func readObjectMeta(dec *jsontext.Decoder, head *Item) error {
 		default:
 			err = dec.SkipValue()
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	_, err := dec.ReadToken()
-	return err
+		return err
+	})
 }
 
+// readStringMap reads an object of strings; null is a nil map.
 func readStringMap(dec *jsontext.Decoder) (map[string]string, error) {
 	if dec.PeekKind() == 'n' {
 		_, err := dec.ReadToken()
 		return nil, err
 	}
-	if err := expectDelim(dec, '{'); err != nil {
-		return nil, err
-	}
 	m := map[string]string{}
-	for dec.PeekKind() != '}' {
-		k, err := readName(dec)
-		if err != nil {
-			return nil, err
-		}
-		if m[k], err = readString(dec); err != nil {
-			return nil, fmt.Errorf("%q: %w", k, err)
-		}
-	}
-	_, err := dec.ReadToken()
+	err := readObject(dec, false, func(k string) (err error) {
+		m[k], err = readString(dec)
+		return err
+	})
 	return m, err
 }
 
