@@ -2,11 +2,14 @@ package plugins
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -299,6 +302,11 @@ func objectStoreConformance(t *testing.T, name string) {
 		if err := os.Mkdir(filepath.Join(root, "bucket"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// A cancelled put returns to the caller as soon as its stream is
+		// cut; the plugin removes its half-written file afterwards. Wait
+		// for that before TempDir's cleanup (which would otherwise race
+		// it), and fail if the file stays: it would leak on a real disk.
+		t.Cleanup(func() { waitNoInFlightFiles(t, root) })
 		plugin, err := h.ObjectStore(name)
 		if err != nil {
 			t.Fatal(err)
@@ -309,4 +317,35 @@ func objectStoreConformance(t *testing.T, name string) {
 		}
 		return s, "bucket"
 	})
+}
+
+// waitNoInFlightFiles waits until no upload-in-flight file of the example
+// store is left under root, failing after a bound.
+func waitNoInFlightFiles(t *testing.T, root string) {
+	t.Helper()
+	var left []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		left = left[:0]
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if strings.HasPrefix(d.Name(), ".dirstore-tmp-") {
+				left = append(left, p)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("walking %s: %v", root, err)
+			return
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the store left files of unfinished uploads: %q", left)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
