@@ -93,6 +93,15 @@ type RestoreSpec struct {
 	// +optional
 	// +nullable
 	ResourcePolicy *corev1.TypedLocalObjectReference `json:"resourcePolicy,omitempty"`
+	// DryRun runs the whole restore (filters, mappings, restore item
+	// actions, ordering, existingResourcePolicy) with every create and
+	// patch sent as a server-side dry run, so the API server checks each
+	// item (schema, admission, quota, conflicts) and nothing is written;
+	// status.dryRun holds what each item would come to. Lifeboat's:
+	// Velero has no dry run, and a Velero server, or Velero's CRD, would
+	// take such a Restore as a real one.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // UploaderConfigForRestore tunes the file-system restore.
@@ -245,6 +254,77 @@ type RestoreStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// DryRun is what a dry run (spec.dryRun) found. Lifeboat's.
+	// +optional
+	// +nullable
+	DryRun *RestoreDryRun `json:"dryRun,omitempty"`
+}
+
+// RestoreDryRunMaxItems bounds the items status.dryRun lists, so that the
+// Restore stays small whatever the size of the backup; the counts are
+// always complete, and the restore's resource list (restore describe
+// --details) names every item.
+const RestoreDryRunMaxItems = 1000
+
+// DryRunOutcome is what a restore would do with one item.
+type DryRunOutcome string
+
+// The outcomes of a dry run's items.
+const (
+	// DryRunCreate: the item would be created.
+	DryRunCreate DryRunOutcome = "Create"
+	// DryRunUpdate: the item exists and would be patched to the backup's
+	// state (existingResourcePolicy update).
+	DryRunUpdate DryRunOutcome = "Update"
+	// DryRunSkip: the item would be left as it is (it exists, or the
+	// spec or an action leaves it out); the message says why.
+	DryRunSkip DryRunOutcome = "Skip"
+	// DryRunFail: restoring the item would fail; the message is the error.
+	DryRunFail DryRunOutcome = "Fail"
+)
+
+// RestoreDryRun counts a dry run's items by outcome and lists the notable
+// ones.
+type RestoreDryRun struct {
+	// +optional
+	WouldCreate int `json:"wouldCreate,omitempty"`
+	// +optional
+	WouldUpdate int `json:"wouldUpdate,omitempty"`
+	// +optional
+	WouldSkip int `json:"wouldSkip,omitempty"`
+	// +optional
+	WouldFail int `json:"wouldFail,omitempty"`
+	// Unchecked counts the items counted under wouldCreate that the API
+	// server could not check: their namespace, or the
+	// CustomResourceDefinition of their type, would be created by the
+	// restore itself, and a dry run creates neither.
+	// +optional
+	Unchecked int `json:"unchecked,omitempty"`
+	// Items are the items that would fail, be skipped, be updated or go
+	// unchecked, then those that would simply be created, at most
+	// RestoreDryRunMaxItems in all (see Truncated).
+	// +optional
+	// +nullable
+	Items []RestoreDryRunItem `json:"items,omitempty"`
+	// Truncated is true when Items leaves some items out.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// RestoreDryRunItem is one item of a dry run.
+type RestoreDryRunItem struct {
+	// Resource is the item's type as resource.group ("configmaps",
+	// "deployments.apps").
+	Resource string `json:"resource"`
+	// Namespace and Name are where the restore would put the item.
+	// +optional
+	Namespace string        `json:"namespace,omitempty"`
+	Name      string        `json:"name"`
+	Outcome   DryRunOutcome `json:"outcome"`
+	// Message is the API server's error for Fail, the reason for Skip,
+	// and why the item went unchecked for an unchecked Create.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Restore brings the contents of a backup back into the cluster.

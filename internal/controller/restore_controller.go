@@ -129,8 +129,12 @@ func (r *RestoreReconciler) runRestore(ctx context.Context, rs *v1.Restore) erro
 		return err
 	}
 	// Velero's label: the schedule the restore names, not the backup's.
+	// A dry run restores nothing: counting it would set off the alerts
+	// users keep on Velero's restore metrics.
 	schedule := rs.Spec.ScheduleName
-	metrics.RestoreStarted(schedule)
+	if !rs.Spec.DryRun {
+		metrics.RestoreStarted(schedule)
+	}
 
 	// The engine logs the start and end of the restore; logging them here
 	// too would only double the lines.
@@ -138,7 +142,9 @@ func (r *RestoreReconciler) runRestore(ctx context.Context, rs *v1.Restore) erro
 	var ended v1.RestoreStatus
 	applyRestoreOutcome(&ended, outcome)
 	// Counted as the run ends, whether or not the status write succeeds.
-	metrics.RestoreEnded(schedule, ended.Phase)
+	if !rs.Spec.DryRun {
+		metrics.RestoreEnded(schedule, ended.Phase)
+	}
 	return r.patchStatus(ctx, rs, func(s *v1.RestoreStatus) { applyRestoreOutcome(s, outcome) })
 }
 
@@ -309,6 +315,7 @@ func applyRestoreOutcome(s *v1.RestoreStatus, o restore.Outcome) {
 		s.FailureReason = cmp.Or(o.FailureReason, "the restore engine ended without saying how")
 	}
 	s.Warnings, s.Errors = o.Warnings, o.Errors
+	s.DryRun = o.DryRun
 	// Set on every restore that ran, as Velero sets it.
 	s.HookStatus = &v1.HookStatus{HooksAttempted: o.HooksAttempted, HooksFailed: o.HooksFailed}
 	p := o.Progress
@@ -328,7 +335,7 @@ func (r *RestoreReconciler) failValidation(ctx context.Context, rs *v1.Restore, 
 		now := metav1.Now()
 		s.CompletionTimestamp = &now
 	})
-	if err == nil {
+	if err == nil && !rs.Spec.DryRun {
 		// Once: a failed write is retried by validating again.
 		metrics.RestoreEnded(rs.Spec.ScheduleName, v1.RestorePhaseFailedValidation)
 	}

@@ -111,7 +111,7 @@ func (r *run) runActions(ctx context.Context, gr schema.GroupResource, backupNS 
 		}
 		if out.SkipRestore {
 			r.log.Info("restore item action skipped the item", "action", a.name, "resource", gr.String(), "namespace", obj.GetNamespace(), "name", obj.GetName())
-			r.record(obj, "skipped")
+			r.skip(gr, obj, "restore item action "+a.name+" skipped it")
 			return nil
 		}
 		if out.UpdatedItem != nil {
@@ -128,7 +128,8 @@ func (r *run) runActions(ctx context.Context, gr schema.GroupResource, backupNS 
 			r.results.Warning(obj.GetNamespace(), fmt.Sprintf("restore item action %s started asynchronous operation %q for %s %s; Lifeboat does not track asynchronous operations yet, so the restore does not wait for it",
 				a.name, out.OperationID, gr, qualified(obj.GetNamespace(), obj.GetName())))
 		}
-		if out.WaitForAdditionalItems && a.ready != nil && len(out.AdditionalItems) > 0 {
+		// A dry run's additional items never become ready: none exists.
+		if out.WaitForAdditionalItems && a.ready != nil && len(out.AdditionalItems) > 0 && r.dry == nil {
 			r.waitAdditionalReady(ctx, a, out, obj, gr)
 		}
 	}

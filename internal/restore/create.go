@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -28,12 +29,20 @@ func (r *run) createForUID(ctx context.Context, info resourceInfo, ns string, ob
 	if err != nil {
 		return "", fmt.Errorf("encoding the item: %w", err)
 	}
-	raw, err := r.cs.CoreV1().RESTClient().Post().AbsPath(cluster.ResourcePath(info.GVR, namespaceIf(info.Namespaced, ns))).
+	req := r.cs.CoreV1().RESTClient().Post().AbsPath(cluster.ResourcePath(info.GVR, namespaceIf(info.Namespaced, ns))).
 		SetHeader("Content-Type", "application/json").
 		SetHeader("Accept", metadataOnly).
-		Body(body).Do(ctx).Raw()
+		Body(body)
+	if r.dry != nil {
+		req = req.Param("dryRun", metav1.DryRunAll)
+	}
+	res := req.Do(ctx)
+	raw, err := res.Raw()
 	if err != nil {
-		return "", err
+		// Raw's error is made from the status code alone ("the server
+		// rejected our request..."); Error reads the API server's Status
+		// for its message and reason.
+		return "", res.Error()
 	}
 	created, err := listpage.Object(raw)
 	if err != nil {

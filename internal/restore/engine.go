@@ -83,6 +83,8 @@ type Outcome struct {
 	// HooksAttempted and HooksFailed count the exec hooks, as Velero's
 	// status.hookStatus does.
 	HooksAttempted, HooksFailed int
+	// DryRun is what a dry run found; nil for a restore.
+	DryRun *v1.RestoreDryRun
 }
 
 // Run restores b (read from store) as rs's spec says, and uploads the
@@ -110,6 +112,9 @@ func (e *Engine) Run(ctx context.Context, rs *v1.Restore, b *v1.Backup, store *s
 
 		HooksAttempted: r.hooksAttempted,
 		HooksFailed:    r.hooksFailed,
+	}
+	if r.dry != nil {
+		out.DryRun = r.dry.result()
 	}
 	switch {
 	case err != nil:

@@ -79,6 +79,8 @@ type run struct {
 	// createdClaims are the claims this restore created ("ns/name").
 	createdClaims map[string]bool
 	lastReport    time.Time
+	// dry is what a dry run learns; nil when the restore is not one.
+	dry *dryRun
 
 	// snapshots are the backup's completed native snapshots by PV name;
 	// volumeInfos record the volumes restored from them.
@@ -135,11 +137,15 @@ func (e *Engine) newRun(rs *v1.Restore, b *v1.Backup, store *storage.BackupStore
 	if progress == nil {
 		progress = func(v1.RestoreProgress) {}
 	}
-	return &run{
+	r := &run{
 		e: e, rs: rs, b: b, store: store, progress: progress, log: lg,
 		dyn: e.acc.Dynamic, cs: e.acc.Typed, types: newClusterTypes(e.acc.Discovery), tf: newTransformer(rs, b.Name),
 		uids: map[string]types.UID{}, namespaces: map[string]bool{}, resourceList: resourcelist.New(e.WorkDir), createdClaims: map[string]bool{},
-	}, nil
+	}
+	if rs.Spec.DryRun {
+		r.dry = newDryRun()
+	}
+	return r, nil
 }
 
 func (r *run) close() {
@@ -224,8 +230,12 @@ func (r *run) execute(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	r.applyFixups(ctx)
-	r.waitPodVolumeRestores(ctx)
+	if r.dry == nil {
+		// A dry run's owners got no UIDs to point at, and it started no
+		// volume restores.
+		r.applyFixups(ctx)
+		r.waitPodVolumeRestores(ctx)
+	}
 	r.report(true)
 	return nil
 }
@@ -356,7 +366,7 @@ func (r *run) restoreType(ctx context.Context, sp *spool, grs string) error {
 			defer wg.Done()
 			for it := range items {
 				name, ok := r.restoreItem(ctx, gr, it)
-				if ok && gr == grCRDs {
+				if ok && gr == grCRDs && r.dry == nil {
 					createdMu.Lock()
 					created = append(created, name)
 					createdMu.Unlock()
@@ -414,7 +424,11 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	}
 	info, err := r.types.lookup(gr, gv.Version)
 	if err != nil {
-		r.itemError(ns, gr, it.Name, err)
+		obj.SetNamespace(ns)
+		obj.SetName(name)
+		if !r.unchecked(gr, obj, ns != "") {
+			r.itemError(ns, gr, it.Name, err)
+		}
 		return "", false
 	}
 	if err := checkServed(it, obj, info); err != nil {
@@ -424,13 +438,13 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	if gr == grPVs && r.rs.Spec.RestorePVs != nil && !*r.rs.Spec.RestorePVs {
 		// The decision is recorded so nobody wonders where the volume went.
 		r.log.Info("persistent volume not restored: spec.restorePVs is false", "name", obj.GetName())
-		r.record(obj, "skipped")
+		r.skip(gr, obj, "spec.restorePVs is false")
 		return obj.GetName(), false
 	}
 	if gr == grPVs && r.provisionAnew(obj) {
 		return obj.GetName(), false
 	}
-	if gr == grPVs {
+	if gr == grPVs && r.dry == nil {
 		withData, err := r.restoreVolumeData(ctx, obj)
 		if err != nil {
 			r.itemError("", gr, it.Name, err)
@@ -494,6 +508,9 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 		}
 	}
 	r.rewriteOwners(obj, info)
+	if r.unchecked(gr, obj, info.Namespaced) {
+		return obj.GetName(), true
+	}
 
 	client := r.client(info, ns)
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -503,13 +520,24 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 	var createdObj *unstructured.Unstructured
 	var uid types.UID
 	if gr == grPods {
-		if createdObj, err = client.Create(cctx, obj, metav1.CreateOptions{}); err == nil {
+		if createdObj, err = client.Create(cctx, obj, r.createOptions()); err == nil {
 			uid = createdObj.GetUID()
 		}
 	} else {
 		uid, err = r.createForUID(cctx, info, ns, obj)
 	}
 	switch {
+	case err == nil && r.dry != nil:
+		r.recordUID(gv.Group, info.Kind, ns, obj.GetName(), uid)
+		r.record(obj, "created")
+		r.verdict(gr, ns, obj.GetName(), v1.DryRunCreate, "")
+		switch gr {
+		case grCRDs:
+			r.dry.markType(obj)
+		case grNamespaces:
+			r.dry.markNamespace(obj.GetName())
+		}
+		return obj.GetName(), true
 	case err == nil:
 		r.recordUID(gv.Group, info.Kind, ns, obj.GetName(), uid)
 		r.record(obj, "created")
@@ -564,20 +592,22 @@ func (r *run) existing(ctx context.Context, client dynamic.ResourceInterface, ob
 		return
 	}
 	if patch == nil {
-		r.record(obj, "skipped")
+		r.skip(gr, obj, "it exists, as the backup has it")
 		return
 	}
 	if r.rs.Spec.ExistingResourcePolicy != v1.PolicyTypeUpdate {
 		r.results.Warning(ns, fmt.Sprintf("could not restore %s %s: it already exists and differs from the backup (existingResourcePolicy is none; set it to update to overwrite)", gr, qualified(ns, name)))
-		r.record(obj, "skipped")
+		r.skip(gr, obj, "it exists and differs from the backup; existingResourcePolicy none keeps the live object (update would patch it)")
 		return
 	}
-	if _, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := client.Patch(ctx, name, types.MergePatchType, patch, r.patchOptions()); err != nil {
 		r.results.Warning(ns, fmt.Sprintf("could not update the existing %s %s: %v", gr, qualified(ns, name), err))
 		r.record(obj, "failed")
+		r.verdict(gr, ns, name, v1.DryRunFail, fmt.Sprintf("updating the existing object: %v", err))
 		return
 	}
 	r.record(obj, "updated")
+	r.verdict(gr, ns, name, v1.DryRunUpdate, "")
 }
 
 // ensureNamespace creates a namespace the restore writes into when it does
@@ -608,8 +638,12 @@ func (r *run) createNamespace(ctx context.Context, ns string) error {
 		created := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
 			v1.BackupNameLabel: v1.LabelValue(r.b.Name), v1.RestoreNameLabel: v1.LabelValue(r.rs.Name),
 		}}}
-		_, err = r.cs.CoreV1().Namespaces().Create(cctx, created, metav1.CreateOptions{})
-		if err == nil {
+		_, err = r.cs.CoreV1().Namespaces().Create(cctx, created, r.createOptions())
+		switch {
+		case err == nil && r.dry != nil:
+			r.dry.markNamespace(ns)
+			r.log.Info("namespace would be created (dry run)", "namespace", ns)
+		case err == nil:
 			r.log.Info("created namespace", "namespace", ns)
 		}
 		if apierrors.IsAlreadyExists(err) {
@@ -660,15 +694,22 @@ func established(obj *unstructured.Unstructured) bool {
 func (r *run) itemError(ns string, gr schema.GroupResource, name string, err error) {
 	msg := fmt.Sprintf("error restoring %s %s: %v", gr, qualified(ns, name), err)
 	r.results.Error(ns, msg)
+	r.verdict(gr, ns, name, v1.DryRunFail, err.Error())
 	r.log.Error("restoring item failed", "resource", gr.String(), "namespace", ns, "name", name, "error", err)
 }
 
 func (r *run) record(obj *unstructured.Unstructured, action string) {
 	key := obj.GetAPIVersion() + "/" + obj.GetKind()
 	id := qualified(obj.GetNamespace(), obj.GetName())
+	listed := action
+	if r.dry != nil {
+		// A dry run's list says what a restore would do, in words no
+		// reader can take for what happened.
+		listed = dryRunActions[action]
+	}
 	r.mu.Lock()
-	r.resourceList.Add(key, id+"("+action+")")
-	if key == "v1/PersistentVolumeClaim" && action == "created" {
+	r.resourceList.Add(key, id+"("+listed+")")
+	if key == "v1/PersistentVolumeClaim" && action == "created" && r.dry == nil {
 		r.createdClaims[id] = true
 	}
 	r.mu.Unlock()

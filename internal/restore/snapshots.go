@@ -148,7 +148,11 @@ func (r *run) provisionAnew(pv *unstructured.Unstructured) bool {
 		r.log.Info("persistent volume not restored: the backup holds no snapshot of it and its reclaim policy is Delete, so its claim is restored without spec.volumeName to get a new volume",
 			"persistentVolume", pv.GetName())
 	}
-	r.record(pv, "skipped")
+	if csi {
+		r.skip(grPVs, pv, "its data is in a CSI snapshot, from which its claim would get a new volume")
+	} else {
+		r.skip(grPVs, pv, "no snapshot of it in the backup and reclaim policy Delete: its claim would get a new volume")
+	}
 	return true
 }
 
