@@ -46,6 +46,7 @@ type restoreCreateOptions struct {
 	writeSparseFiles        optionalBool
 	parallelFilesDownload   int
 	wait                    bool
+	dryRun                  bool
 	output                  string
 }
 
@@ -55,7 +56,14 @@ func newRestoreCreateCommand(f *Factory) *cobra.Command {
 		Use:   "create [NAME] --from-backup BACKUP | --from-schedule SCHEDULE",
 		Short: "Restore a backup into the cluster",
 		Long: "Create a Restore for the server to carry out. NAME defaults to the backup's (or schedule's)\n" +
-			"name followed by the time, e.g. web-20260301120000.",
+			"name followed by the time, e.g. web-20260301120000.\n\n" +
+			"--dry-run creates a Restore with spec.dryRun: the server runs the whole restore (filters,\n" +
+			"mappings, restore item actions, order, existing resource policy) and sends every create and\n" +
+			"patch as a server-side dry run, so the API server checks each item (schema, admission, quota,\n" +
+			"conflicts) and stores nothing. It waits and prints what each item would come to: create,\n" +
+			"update, skip (with why) or fail (with the API server's error), and exits non-zero when an item\n" +
+			"would fail. Items in a namespace the restore would create cannot be checked (the API server\n" +
+			"checks nothing in a namespace that does not exist); they are listed as not checked.",
 		Example: `  # Restore a backup and wait for the result
   lifeboat restore create --from-backup web --wait
 
@@ -64,6 +72,9 @@ func newRestoreCreateCommand(f *Factory) *cobra.Command {
 
   # Restore the newest completed backup of schedule nightly, updating objects that exist
   lifeboat restore create --from-schedule nightly --existing-resource-policy update
+
+  # See what restoring backup web into namespace shop-copy would do, writing nothing
+  lifeboat restore create --from-backup web --namespace-mappings shop:shop-copy --dry-run
 
   # Show the Restore object without creating it
   lifeboat restore create --from-backup web -o yaml`,
@@ -120,6 +131,7 @@ func newRestoreCreateCommand(f *Factory) *cobra.Command {
 	fl.Lookup("write-sparse-files").NoOptDefVal = "true"
 	fl.IntVar(&o.parallelFilesDownload, "parallel-files-download", 0, "files the node agent restores at once from file-system backups (default: as many as the node has CPUs)")
 	fl.BoolVarP(&o.wait, "wait", "w", false, "wait for the restore to finish, showing progress")
+	fl.BoolVar(&o.dryRun, "dry-run", false, "run the whole restore with every create and patch sent as a server-side dry run, write nothing, and print what each item would come to (waits for the result)")
 	fl.StringVarP(&o.output, "output", "o", "", "print the restore as yaml or json instead of creating it")
 	return cmd
 }
@@ -148,7 +160,11 @@ func (o *restoreCreateOptions) buildRestore(name string, f *Factory) (*v1.Restor
 	}
 	if name == "" {
 		// Velero's default name: the source and the second it was asked for.
-		name = cmp.Or(o.fromBackup, o.fromSchedule) + "-" + f.now().In(f.location()).Format("20060102150405")
+		infix := "-"
+		if o.dryRun {
+			infix = "-dry-run-"
+		}
+		name = cmp.Or(o.fromBackup, o.fromSchedule) + infix + f.now().In(f.location()).Format("20060102150405")
 	}
 	rs := &v1.Restore{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.Namespace},
@@ -202,6 +218,7 @@ func (o *restoreCreateOptions) buildRestore(name string, f *Factory) (*v1.Restor
 	if len(o.labels) > 0 {
 		rs.Labels = maps.Clone(o.labels)
 	}
+	rs.Spec.DryRun = o.dryRun
 	return rs, nil
 }
 
@@ -252,6 +269,11 @@ func (o *restoreCreateOptions) run(ctx context.Context, f *Factory, out io.Write
 	if err := checkRestoreSource(ctx, c, rs); err != nil {
 		return err
 	}
+	if rs.Spec.DryRun {
+		if err := checkDryRunKept(ctx, c, rs); err != nil {
+			return err
+		}
+	}
 	callCtx, cancel := callCtx(ctx)
 	err = c.Create(callCtx, rs)
 	cancel()
@@ -262,7 +284,7 @@ func (o *restoreCreateOptions) run(ctx context.Context, f *Factory, out io.Write
 		return fmt.Errorf("creating restore %q: %w", rs.Name, err)
 	}
 	fmt.Fprintf(out, "Restore request %q submitted successfully.\n", rs.Name)
-	if !o.wait {
+	if !o.wait && !rs.Spec.DryRun {
 		fmt.Fprintf(out, "Run `lifeboat restore describe %s` or `lifeboat restore logs %s` for more details.\n", rs.Name, rs.Name)
 		return nil
 	}
@@ -275,7 +297,53 @@ func (o *restoreCreateOptions) run(ctx context.Context, f *Factory, out io.Write
 	if err != nil {
 		return err
 	}
+	if final.Spec.DryRun {
+		return reportDryRun(out, final)
+	}
 	return reportRestoreOutcome(out, final)
+}
+
+// checkDryRunKept asks the API server, with a dry-run create of the
+// Restore itself, whether the installed Restore CRD keeps spec.dryRun.
+// Velero's CRD has no such field and prunes it: the server would then
+// restore for real what was asked as a dry run.
+func checkDryRunKept(ctx context.Context, c client.Client, rs *v1.Restore) error {
+	probe := rs.DeepCopy()
+	callCtx, cancel := callCtx(ctx)
+	defer cancel()
+	if err := c.Create(callCtx, probe, client.DryRunAll); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("restore %q already exists in namespace %q; pick another name", rs.Name, rs.Namespace)
+		}
+		return fmt.Errorf("checking that the cluster's Restore CRD takes a dry run: %w", err)
+	}
+	if !probe.Spec.DryRun {
+		return errors.New("the Restore CRD installed in this cluster drops spec.dryRun (it is Velero's, not Lifeboat's), " +
+			"so the restore would run for real; nothing was created. Run `lifeboat install --crds-only` to install Lifeboat's CRDs")
+	}
+	return nil
+}
+
+// reportDryRun prints a dry run's result and fails when an item would.
+func reportDryRun(out io.Writer, rs *v1.Restore) error {
+	switch restorePhaseOf(rs) {
+	case v1.RestorePhaseFailed, v1.RestorePhaseFailedValidation:
+		return reportRestoreOutcome(out, rs)
+	}
+	d := newDescriber(out)
+	d.line("Restore %s (dry run, nothing was written):", rs.Name)
+	describeRestoreDryRun(d, rs.Status.DryRun)
+	if err := d.tw.Flush(); err != nil {
+		return err
+	}
+	dr := rs.Status.DryRun
+	if dr == nil {
+		return fmt.Errorf("dry run %q ended without a result (see `lifeboat restore logs %s`)", rs.Name, rs.Name)
+	}
+	if dr.WouldFail > 0 {
+		return fmt.Errorf("dry run %q: items that would fail to restore: %d (see above, and `lifeboat restore describe %s --details`)", rs.Name, dr.WouldFail, rs.Name)
+	}
+	return nil
 }
 
 // pickScheduleBackup points rs at the newest (by start time) Completed or

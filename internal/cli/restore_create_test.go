@@ -411,3 +411,37 @@ func TestRestoreCreateWaitInterrupted(t *testing.T) {
 		t.Errorf("error = %v, want it to say the restore goes on and how to follow it", err)
 	}
 }
+
+// With Velero's Restore CRD, spec.dryRun is pruned and the server would
+// restore for real: `restore create --dry-run` finds out with a dry-run
+// create of the Restore and creates nothing.
+func TestRestoreCreateDryRunRefusesACRDThatDropsIt(t *testing.T) {
+	prunesDryRun := interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if rs, ok := obj.(*v1.Restore); ok {
+				rs.Spec.DryRun = false // as Velero's structural schema prunes it
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}
+	c := newFakeBuilder(t, restorableBackup("web", "", v1.BackupPhaseCompleted)).WithInterceptorFuncs(prunesDryRun).Build()
+	f := newTestFactory(c)
+	_, _, err := run(t, f, "restore", "create", "probe", "--from-backup", "web", "--dry-run")
+	if err == nil || !strings.Contains(err.Error(), "drops spec.dryRun") || !strings.Contains(err.Error(), "lifeboat install --crds-only") {
+		t.Fatalf("dry run against a CRD without spec.dryRun: %v", err)
+	}
+	var list v1.RestoreList
+	if err := c.List(t.Context(), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("restores were created: %v", list.Items)
+	}
+
+	// The Restore it would create carries spec.dryRun, under a name that
+	// says it is one.
+	rs := printed[v1.Restore](t, newTestFactory(nil), "restore", "create", "--from-backup", "web", "--dry-run")
+	if !rs.Spec.DryRun || !strings.HasPrefix(rs.Name, "web-dry-run-") {
+		t.Errorf("restore create --dry-run -o json: name %q, spec.dryRun %v", rs.Name, rs.Spec.DryRun)
+	}
+}

@@ -129,6 +129,10 @@ func (f *Factory) describeRestore(w io.Writer, rs *v1.Restore, res *restoreResul
 		}
 	}
 	d.validationErrors(status.ValidationErrors)
+	if spec.DryRun {
+		d.line("Dry run:\tyes (every create and patch was sent as a server-side dry run; nothing was written)")
+		describeRestoreDryRun(d, status.DryRun)
+	}
 	d.blank()
 	d.line("Started:\t%s", f.formatTime(status.StartTimestamp))
 	d.line("Completed:\t%s", f.formatTime(status.CompletionTimestamp))
@@ -239,3 +243,39 @@ func describeResult(d *describer, title string, count int, r *results.Result) {
 // formatMappings prints namespace mappings in the --namespace-mappings
 // syntax, so they can be copied into another restore.
 func formatMappings(m map[string]string) string { return joinPairs(m, ":") }
+
+// describeRestoreDryRun prints what a dry run found: the counts, then the
+// items the status lists (notable ones first).
+func describeRestoreDryRun(d *describer, dr *v1.RestoreDryRun) {
+	if dr == nil {
+		return
+	}
+	d.blank()
+	d.line("Dry run result:")
+	d.line("  Would create:\t%d", dr.WouldCreate)
+	if dr.Unchecked > 0 {
+		d.line("    of which not checked by the API server:\t%d", dr.Unchecked)
+	}
+	d.line("  Would update:\t%d", dr.WouldUpdate)
+	d.line("  Would skip:\t%d", dr.WouldSkip)
+	d.line("  Would fail:\t%d", dr.WouldFail)
+	if len(dr.Items) == 0 {
+		return
+	}
+	d.line("  Items:")
+	for _, it := range dr.Items {
+		item := it.Resource + " " + it.Name
+		if it.Namespace != "" {
+			item = it.Resource + " " + it.Namespace + "/" + it.Name
+		}
+		if it.Message == "" {
+			d.line("    %s\t%s", it.Outcome, item)
+		} else {
+			d.line("    %s\t%s: %s", it.Outcome, item, it.Message)
+		}
+	}
+	if dr.Truncated {
+		d.line("    (%d of %d items listed; `lifeboat restore describe --details` lists every one)", len(dr.Items),
+			dr.WouldCreate+dr.WouldUpdate+dr.WouldSkip+dr.WouldFail)
+	}
+}

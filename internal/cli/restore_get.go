@@ -56,10 +56,15 @@ func (f *Factory) printRestoreTable(w io.Writer, restores []v1.Restore) error {
 		if !rs.CreationTimestamp.IsZero() {
 			created = &rs.CreationTimestamp
 		}
+		status := string(restorePhaseOf(rs))
+		if rs.Spec.DryRun {
+			// Its errors are items that would fail: nothing was restored.
+			status += " (dry run)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
 			rs.Name,
 			valueOr(rs.Spec.BackupName, none),
-			restorePhaseOf(rs),
+			status,
 			f.formatTime(rs.Status.StartTimestamp),
 			f.formatTime(rs.Status.CompletionTimestamp),
 			rs.Status.Errors,
