@@ -101,6 +101,17 @@ func appendItemPath(buf []byte, r ItemRef, versionDir string) []byte {
 	return append(buf, itemSuffix...)
 }
 
+// ParseItemPath reads an archive path as the reader does: the item it
+// names, whether it is the copy under <version>-preferredversion/, and ok
+// false for a path that is not an item in any layout Velero has written.
+// For paths read from elsewhere than the tarball (an item digests file).
+func ParseItemPath(p string) (ref ItemRef, preferred, ok bool) {
+	if clean, err := cleanPath(p, false); err != nil || clean != p {
+		return ItemRef{}, false, false
+	}
+	return parseItemPath(p)
+}
+
 // parseItemPath turns a path under resources/ back into an item reference.
 // ok is false for paths that are not items in any layout Velero has written.
 func parseItemPath(p string) (ref ItemRef, preferred, ok bool) {
