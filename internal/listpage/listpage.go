@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -49,16 +51,18 @@ type Page struct {
 // names and invalid UTF-8 are let through, as encoding/json let them
 // through: the item's bytes are stored as they came either way.
 func Decode(body []byte) (*Page, error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	d := getDecoder(body)
+	defer d.release()
+	dec := &d.dec
 	p := &Page{Remaining: -1}
-	err := readObject(dec, false, func(name string) error {
-		switch name {
+	err := readObject(dec, false, func(name []byte) error {
+		switch string(name) {
 		case "metadata":
 			return readListMeta(dec, p)
 		case "items":
 			return readItems(dec, body, p)
 		}
-		return dec.SkipValue()
+		return skipValue(dec)
 	})
 	if err != nil {
 		return nil, err
@@ -72,7 +76,9 @@ func Decode(body []byte) (*Page, error) {
 // Object reads one object (a GET's or a create's answer, or an item of an
 // archive) the way Decode reads each item of a page; JSON is body.
 func Object(body []byte) (Item, error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	d := getDecoder(body)
+	defer d.release()
+	dec := &d.dec
 	it, err := readHead(dec)
 	if err != nil {
 		return Item{}, err
@@ -82,6 +88,38 @@ func Object(body []byte) (Item, error) {
 	}
 	it.JSON = body
 	return it, nil
+}
+
+// decoder is a jsontext.Decoder kept for reuse: a new one's stacks of
+// objects and names were most of the allocations of reading a create's
+// answer, read once per restored item.
+type decoder struct {
+	dec jsontext.Decoder
+	in  bytes.Buffer
+}
+
+var (
+	decoders = sync.Pool{New: func() any { return new(decoder) }}
+	// decodeOptions let through what encoding/json let through (see
+	// Decode).
+	decodeOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+)
+
+// getDecoder returns a decoder reading body in place (a bytes.Buffer is
+// read without a copy).
+func getDecoder(body []byte) *decoder {
+	d := decoders.Get().(*decoder)
+	d.in = *bytes.NewBuffer(body)
+	d.dec.Reset(&d.in, decodeOptions...)
+	return d
+}
+
+// release returns d to the pool without its reference to the body, which
+// may be a large page.
+func (d *decoder) release() {
+	d.in = bytes.Buffer{}
+	d.dec.Reset(&d.in)
+	decoders.Put(d)
 }
 
 // atEnd checks that nothing but white space follows the value read, as
@@ -98,7 +136,10 @@ func atEnd(dec *jsontext.Decoder) error {
 // readObject reads a JSON object, handing each member's name to member,
 // which reads (or skips) its value. With nullable, null reads as an
 // object without members, as encoding/json leaves a struct field alone.
-func readObject(dec *jsontext.Decoder, nullable bool, member func(name string) error) error {
+// The name is valid until the body changes; member compares it without
+// making a string of it (a string per member was half the allocations of
+// reading an object).
+func readObject(dec *jsontext.Decoder, nullable bool, member func(name []byte) error) error {
 	if nullable && dec.PeekKind() == 'n' {
 		_, err := dec.ReadToken()
 		return err
@@ -120,8 +161,8 @@ func readObject(dec *jsontext.Decoder, nullable bool, member func(name string) e
 }
 
 func readListMeta(dec *jsontext.Decoder, p *Page) error {
-	return readObject(dec, true, func(name string) (err error) {
-		switch name {
+	return readObject(dec, true, func(name []byte) (err error) {
+		switch string(name) {
 		case "continue":
 			p.Continue, err = readString(dec)
 			return err
@@ -139,7 +180,7 @@ func readListMeta(dec *jsontext.Decoder, p *Page) error {
 			}
 			return nil
 		}
-		return dec.SkipValue()
+		return skipValue(dec)
 	})
 }
 
@@ -170,8 +211,8 @@ func readItems(dec *jsontext.Decoder, body []byte, p *Page) error {
 // readHead reads one object, keeping the fields of Item.
 func readHead(dec *jsontext.Decoder) (Item, error) {
 	var head Item
-	err := readObject(dec, false, func(name string) (err error) {
-		switch name {
+	err := readObject(dec, false, func(name []byte) (err error) {
+		switch string(name) {
 		case "apiVersion":
 			head.APIVersion, err = readString(dec)
 		case "kind":
@@ -179,7 +220,7 @@ func readHead(dec *jsontext.Decoder) (Item, error) {
 		case "metadata":
 			err = readObjectMeta(dec, &head)
 		default:
-			err = dec.SkipValue()
+			err = skipValue(dec)
 		}
 		return err
 	})
@@ -187,8 +228,8 @@ func readHead(dec *jsontext.Decoder) (Item, error) {
 }
 
 func readObjectMeta(dec *jsontext.Decoder, head *Item) error {
-	return readObject(dec, true, func(name string) (err error) {
-		switch name {
+	return readObject(dec, true, func(name []byte) (err error) {
+		switch string(name) {
 		case "name":
 			head.Name, err = readString(dec)
 		case "namespace":
@@ -198,10 +239,19 @@ func readObjectMeta(dec *jsontext.Decoder, head *Item) error {
 		case "labels":
 			head.Labels, err = readStringMap(dec)
 		default:
-			err = dec.SkipValue()
+			err = skipValue(dec)
 		}
 		return err
 	})
+}
+
+// skipValue skips a value unread. The body is in memory, so ReadValue
+// validates it in one tight pass and hands back a slice of the body;
+// SkipValue would go token by token, which was half the time of reading a
+// create's answer (its managed fields).
+func skipValue(dec *jsontext.Decoder) error {
+	_, err := dec.ReadValue()
+	return err
 }
 
 // readStringMap reads an object of strings; null is a nil map.
@@ -211,8 +261,9 @@ func readStringMap(dec *jsontext.Decoder) (map[string]string, error) {
 		return nil, err
 	}
 	m := map[string]string{}
-	err := readObject(dec, false, func(k string) (err error) {
-		m[k], err = readString(dec)
+	err := readObject(dec, false, func(k []byte) error {
+		v, err := readString(dec)
+		m[string(k)] = v
 		return err
 	})
 	return m, err
@@ -220,12 +271,21 @@ func readStringMap(dec *jsontext.Decoder) (map[string]string, error) {
 
 // readName reads an object member's name. The decoder has already
 // checked that a name comes next, so only a syntax error is possible.
-func readName(dec *jsontext.Decoder) (string, error) {
-	tok, err := dec.ReadToken()
+// A name without escapes or invalid UTF-8 (nearly all) is its bytes in
+// the body; another is decoded as jsontext decodes a string token
+// (invalid UTF-8 replaced), into a new slice.
+func readName(dec *jsontext.Decoder) ([]byte, error) {
+	raw, err := dec.ReadValue()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return tok.String(), nil
+	name := raw[1 : len(raw)-1]
+	if bytes.IndexByte(name, '\\') < 0 && utf8.Valid(name) {
+		return name, nil
+	}
+	// The only error left to report is invalid UTF-8, replaced by now.
+	decoded, _ := jsontext.AppendUnquote(nil, raw)
+	return decoded, nil
 }
 
 // readString reads a string value; null reads as "", as encoding/json

@@ -93,6 +93,8 @@ func TestDecodeReadsWhatEncodingJSONRead(t *testing.T) {
 		"{\n  \"metadata\": {},\n  \"items\": [\n    {\n      \"metadata\": {\"name\": \"a\"}\n    } ,\n    {\"metadata\":{\"name\":\"b\",\"labels\":null}}\n  ]\n}\n",
 		// Escapes in names, labels and member names; non-ASCII.
 		`{"items":[{"met\u0061data":{"name":"\u00e9t\u00e9","namespace":"n\"s","labels":{"a\/b":"\u2603","e":""}}}]}`,
+		// Invalid UTF-8 in names and values: replaced, as encoding/json does.
+		"{\"items\":[{\"metadata\":{\"name\":\"a\xff\",\"labels\":{\"k\xfe\\u00e9\":\"v\",\"\xc3\":\"\xe2\x98\"}},\"kind\xff\":\"K\"}]}",
 		`{"items":[]}`,
 		`{"items":null,"metadata":null}`,
 		`{}`,
@@ -255,5 +257,38 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// createAnswer is what the API server answers a restore's create with
+// (metadata only, as internal/restore asks): a ConfigMap's, its managed
+// fields listing twenty data keys.
+func createAnswer() []byte {
+	keys := map[string]any{".": map[string]any{}}
+	for i := range 20 {
+		keys[fmt.Sprintf("f:key-%02d", i)] = map[string]any{}
+	}
+	body, _ := json.Marshal(map[string]any{
+		"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+		"metadata": map[string]any{
+			"name": "cm-00042", "namespace": "bench-03", "uid": "0b7d3e1c-8f3a-4c55-9a55-2e6f1b0d9c1a",
+			"resourceVersion": "123456", "creationTimestamp": "2026-12-07T20:00:00Z",
+			"labels": map[string]string{"app": "bench", "velero.io/restore-name": "r1"},
+			"managedFields": []any{map[string]any{"manager": "lifeboat", "operation": "Update", "apiVersion": "v1",
+				"time": "2026-12-07T20:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": map[string]any{"f:data": keys}}},
+		},
+	})
+	return body
+}
+
+// BenchmarkObject: one create's answer, read once per restored item.
+func BenchmarkObject(b *testing.B) {
+	body := createAnswer()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if it, err := Object(body); err != nil || it.UID == "" {
+			b.Fatal(it, err)
+		}
 	}
 }
