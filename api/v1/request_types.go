@@ -359,7 +359,7 @@ type DeleteBackupRequestList struct {
 }
 
 // DownloadTargetKind names a file of a backup or restore.
-// +kubebuilder:validation:Enum=BackupLog;BackupContents;BackupVolumeSnapshots;BackupItemOperations;BackupResourceList;BackupResults;RestoreLog;RestoreResults;RestoreResourceList;RestoreItemOperations;CSIBackupVolumeSnapshots;CSIBackupVolumeSnapshotContents;BackupVolumeInfos;RestoreVolumeInfo
+// +kubebuilder:validation:Enum=BackupLog;BackupContents;BackupVolumeSnapshots;BackupItemOperations;BackupResourceList;BackupResults;RestoreLog;RestoreResults;RestoreResourceList;RestoreItemOperations;CSIBackupVolumeSnapshots;CSIBackupVolumeSnapshotContents;BackupVolumeInfos;RestoreVolumeInfo;LifeboatBackupItemDigests
 type DownloadTargetKind string
 
 // Download targets, as Velero names them.
@@ -378,6 +378,10 @@ const (
 	DownloadTargetKindCSIVolumeSnapshotContents DownloadTargetKind = "CSIBackupVolumeSnapshotContents"
 	DownloadTargetKindBackupVolumeInfos         DownloadTargetKind = "BackupVolumeInfos"
 	DownloadTargetKindRestoreVolumeInfo         DownloadTargetKind = "RestoreVolumeInfo"
+	// DownloadTargetKindBackupItemDigests is Lifeboat's: the digest of
+	// every tarball entry of a backup (docs/integrity.md), read by
+	// `backup diff`. Velero's CRD refuses it.
+	DownloadTargetKindBackupItemDigests DownloadTargetKind = "LifeboatBackupItemDigests"
 )
 
 // DownloadTarget is the file to download.

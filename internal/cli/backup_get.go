@@ -24,6 +24,7 @@ func newBackupCommand(f *Factory) *cobra.Command {
 		newBackupDownloadCommand(f),
 		newBackupDeleteCommand(f),
 		newBackupVerifyCommand(f),
+		newBackupDiffCommand(f),
 	)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/integrity"
 	"github.com/lifeboat-io/lifeboat/internal/locations"
 	"github.com/lifeboat-io/lifeboat/internal/storage"
 )
@@ -116,6 +117,7 @@ func backupKey(s *storage.BackupStore, t v1.DownloadTarget) (string, error) {
 		v1.DownloadTargetKindCSIVolumeSnapshots:        storage.CSIVolumeSnapshotsFile(n),
 		v1.DownloadTargetKindCSIVolumeSnapshotContents: storage.CSIVolumeSnapshotContentsFile(n),
 		v1.DownloadTargetKindBackupVolumeInfos:         storage.BackupVolumeInfoFile(n),
+		v1.DownloadTargetKindBackupItemDigests:         integrity.ItemDigestsFile(n),
 	}
 	f, ok := files[t.Kind]
 	if !ok {
