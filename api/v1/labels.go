@@ -74,6 +74,20 @@ const (
 	// schedule creates verified once it ends. Lifeboat's own.
 	VerifyBackupsAnnotation = "lifeboat.io/verify-backups"
 
+	// VerifyDryRunAnnotation on a Backup (or on a Schedule, whose backups
+	// carry its annotations) adds a restore dry run to its verification:
+	// "true" into the backup's own namespaces, or a namespace mapping
+	// ("src:dst,src2:dst2") into others. The dry run is a Restore of its
+	// own (VerifyRestoreAnnotation on it names the request it answers),
+	// kept for `restore describe`. Lifeboat's own.
+	VerifyDryRunAnnotation = "lifeboat.io/verify-dry-run"
+	// VerifyRestoreAnnotation on a dry-run Restore made by a verification
+	// is the request's token; VerifyIntegrityAnnotation on the Backup
+	// keeps "<token> <reason>: <summary>" of the integrity check while
+	// the dry run runs, so that it is not read twice.
+	VerifyRestoreAnnotation   = "lifeboat.io/verify-request"
+	VerifyIntegrityAnnotation = "lifeboat.io/verify-integrity"
+
 	// BackupConditionVerified is the outcome of the latest verification
 	// of a Backup: True when every stored file and tarball entry matched
 	// the digests it wrote, False when something differs (the message
@@ -87,6 +101,9 @@ const (
 	VerificationNoDigests = "NoDigests"
 	VerificationNotStored = "NotStored"
 	VerificationError     = "Error"
+	// VerificationRestoreWouldFail: the files match, but the restore dry
+	// run found items that would fail (or could not run).
+	VerificationRestoreWouldFail = "RestoreWouldFail"
 
 	// BackupConditionStored is a Backup condition that Lifeboat sets to
 	// False when a backup wrote nothing at all to its storage location
@@ -120,4 +137,4 @@ func LabelValue(name string) string {
 // (what it saw written, what it verified). They are not written into
 // velero-backup.json, and a Backup synced from a bucket does not take them
 // from there: a record kept in the bucket is not a record kept outside it.
-var ClusterOnlyAnnotations = []string{DigestsAnnotation, VerifyRequestAnnotation, VerifiedRequestAnnotation, VerificationAnnotation}
+var ClusterOnlyAnnotations = []string{DigestsAnnotation, VerifyRequestAnnotation, VerifiedRequestAnnotation, VerificationAnnotation, VerifyIntegrityAnnotation}

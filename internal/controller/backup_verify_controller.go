@@ -2,9 +2,16 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -73,12 +80,40 @@ func (r *BackupVerifyReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	schedule := b.Labels[v1.ScheduleNameLabel]
-	vctx, cancel := context.WithTimeout(ctx, verifyTimeout)
-	reason, summary, err := r.verify(vctx, &b)
-	cancel()
-	if err != nil {
-		metrics.BackupVerified(schedule, v1.VerificationError)
-		return ctrl.Result{}, fmt.Errorf("verifying backup %s: %w", req, err)
+	token := b.Annotations[v1.VerifyRequestAnnotation]
+	reason, summary, checked := integrityAnswered(&b, token)
+	if !checked {
+		vctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+		var err error
+		reason, summary, err = r.verify(vctx, &b)
+		cancel()
+		if err != nil {
+			metrics.BackupVerified(schedule, v1.VerificationError)
+			return ctrl.Result{}, fmt.Errorf("verifying backup %s: %w", req, err)
+		}
+	}
+	if want, ok := b.Annotations[v1.VerifyDryRunAnnotation]; ok && reason != v1.VerificationDiffers && reason != v1.VerificationNotStored {
+		mapping, err := parseVerifyMapping(want)
+		if err != nil {
+			reason, summary = v1.VerificationError, err.Error()
+		} else {
+			if !checked {
+				// The dry run takes a while: the check is not read twice.
+				if err := patchObject(ctx, r.Client, &b, func() {
+					b.Annotations[v1.VerifyIntegrityAnnotation] = token + " " + reason + ": " + summary
+				}); err != nil {
+					return ctrl.Result{}, fmt.Errorf("recording the integrity check of backup %s: %w", req, err)
+				}
+			}
+			rs, err := r.dryRun(ctx, &b, token, mapping)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if !restoreEnded(rs.Status.Phase) {
+				return ctrl.Result{RequeueAfter: dryRunPoll}, nil
+			}
+			reason, summary = withDryRun(reason, summary, rs)
+		}
 	}
 	metrics.BackupVerified(schedule, reason)
 	r.Log.Info("backup verified", "backup", req.String(), "result", reason, "summary", summary)
@@ -89,14 +124,122 @@ func (r *BackupVerifyReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, fmt.Errorf("recording the verification of backup %s: %w", req, err)
 	}
 	// Last: a client that sees its request answered finds the outcome.
-	token := b.Annotations[v1.VerifyRequestAnnotation]
 	if err := patchObject(ctx, r.Client, &b, func() {
 		b.Annotations[v1.VerificationAnnotation] = fmt.Sprintf("%s %s: %s", now, reason, summary)
 		b.Annotations[v1.VerifiedRequestAnnotation] = token
+		delete(b.Annotations, v1.VerifyIntegrityAnnotation)
 	}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("recording the verification of backup %s: %w", req, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// dryRunPoll is how often a verification looks at its dry run.
+const dryRunPoll = 2 * time.Second
+
+// integrityAnswered returns the integrity check recorded for the request
+// token, when there is one.
+func integrityAnswered(b *v1.Backup, token string) (reason, summary string, ok bool) {
+	tok, rest, found := strings.Cut(b.Annotations[v1.VerifyIntegrityAnnotation], " ")
+	if !found || tok != token {
+		return "", "", false
+	}
+	reason, summary, found = strings.Cut(rest, ": ")
+	return reason, summary, found
+}
+
+// parseVerifyMapping reads VerifyDryRunAnnotation: "true" (no mapping) or
+// "src:dst,...".
+func parseVerifyMapping(v string) (map[string]string, error) {
+	if v == "true" {
+		return nil, nil
+	}
+	fix := fmt.Errorf("annotation %s is %q: set it to \"true\" (a dry run into the backup's own namespaces) or to a namespace mapping such as \"shop:shop-check,db:db-check\"", v1.VerifyDryRunAnnotation, v)
+	if v == "" {
+		return nil, fix
+	}
+	mapping := map[string]string{}
+	for pair := range strings.SplitSeq(v, ",") {
+		src, dst, ok := strings.Cut(strings.TrimSpace(pair), ":")
+		if !ok || len(validation.IsDNS1123Label(src)) > 0 || len(validation.IsDNS1123Label(dst)) > 0 {
+			return nil, fix
+		}
+		if _, dup := mapping[src]; dup {
+			return nil, fix
+		}
+		mapping[src] = dst
+	}
+	return mapping, nil
+}
+
+// dryRun returns the dry-run Restore of this request, creating it the
+// first time: its name is the backup's and the token's, so a retried
+// reconcile finds the one it made.
+func (r *BackupVerifyReconciler) dryRun(ctx context.Context, b *v1.Backup, token string, mapping map[string]string) (*v1.Restore, error) {
+	sum := sha256.Sum256([]byte(token))
+	base := b.Name
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	rs := &v1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: base + "-verify-" + hex.EncodeToString(sum[:4])}}
+	err := r.reader().Get(ctx, client.ObjectKeyFromObject(rs), rs)
+	if err == nil {
+		return rs, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading the dry run of backup %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	rs.Labels = map[string]string{v1.BackupNameLabel: v1.LabelValue(b.Name)}
+	rs.Annotations = map[string]string{v1.VerifyRestoreAnnotation: token}
+	rs.Spec = v1.RestoreSpec{BackupName: b.Name, DryRun: true, NamespaceMapping: mapping}
+	cctx, cancel := context.WithTimeout(ctx, cluster.CallTimeout)
+	defer cancel()
+	if err := r.Client.Create(cctx, rs); err != nil {
+		return nil, fmt.Errorf("creating the dry run of backup %s/%s: %w", b.Namespace, b.Name, err)
+	}
+	if !rs.Spec.DryRun {
+		// Velero's Restore CRD prunes the field: what was just created is
+		// a real restore. Take it back before a server runs it.
+		_ = r.Client.Delete(cctx, rs)
+		return nil, fmt.Errorf("the Restore CRD of this cluster drops spec.dryRun (it is Velero's): run `lifeboat install --crds-only`")
+	}
+	r.Log.Info("restore dry run started for a verification", "backup", b.Namespace+"/"+b.Name, "restore", rs.Name)
+	return rs, nil
+}
+
+func restoreEnded(p v1.RestorePhase) bool {
+	switch p {
+	case v1.RestorePhaseCompleted, v1.RestorePhasePartiallyFailed, v1.RestorePhaseFailed, v1.RestorePhaseFailedValidation:
+		return true
+	}
+	return false
+}
+
+// withDryRun adds a dry run's outcome to the integrity check's.
+func withDryRun(reason, summary string, rs *v1.Restore) (string, string) {
+	prefix := summary + "; restore dry run " + rs.Name
+	dr := rs.Status.DryRun
+	switch {
+	case rs.Status.Phase == v1.RestorePhaseFailedValidation:
+		return v1.VerificationRestoreWouldFail, prefix + " failed validation: " + strings.Join(rs.Status.ValidationErrors, "; ")
+	case rs.Status.Phase == v1.RestorePhaseFailed || dr == nil:
+		return v1.VerificationRestoreWouldFail, prefix + " failed: " + rs.Status.FailureReason
+	}
+	counts := fmt.Sprintf(": %d would be created (%d not checked), %d updated, %d skipped, %d fail", dr.WouldCreate, dr.Unchecked, dr.WouldUpdate, dr.WouldSkip, dr.WouldFail)
+	if dr.WouldFail == 0 {
+		return reason, prefix + counts
+	}
+	for _, it := range dr.Items {
+		if it.Outcome == v1.DryRunFail {
+			item := it.Resource + " " + it.Name
+			if it.Namespace != "" {
+				item = it.Resource + " " + it.Namespace + "/" + it.Name
+			}
+			counts += fmt.Sprintf(" (first: %s: %s)", item, it.Message)
+			break
+		}
+	}
+	return v1.VerificationRestoreWouldFail, prefix + counts
 }
 
 // verify checks b's stored files; the error is for a store that could not

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,5 +86,58 @@ func TestVerifyAndRestoreRefuseATamperedBackup(t *testing.T) {
 	}
 	if err := env.Client.Get(testenv.Ctx(t), client.ObjectKey{Name: dst}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused restore created namespace %s (get: %v)", dst, err)
+	}
+}
+
+// TestVerifyWithRestoreDryRun: `backup verify --restore-dry-run` checks the
+// files, then runs a restore dry run, here into a namespace whose quota
+// leaves no room for the backup's ConfigMap: the outcome names that item,
+// the dry run is a Restore of its own, and the namespace is unchanged. Into
+// a namespace that does not exist the same backup verifies.
+func TestVerifyWithRestoreDryRun(t *testing.T) {
+	bsl, _ := env.FilesystemLocation(t, env.Name("fs"))
+	src := env.NewNamespace(t, "vdsrc")
+	sampleApp(t, src)
+	name := env.Name("vdry")
+	mustLifeboat(t, "backup", "create", name, "--include-namespaces", src, "--storage-location", bsl.Name, "--wait")
+
+	dst := env.NewNamespace(t, "vddst")
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: dst, Name: "no-configmaps"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("0")}}}
+	env.Create(t, quota)
+	quota.Status = corev1.ResourceQuotaStatus{
+		Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("0")},
+		Used: corev1.ResourceList{"count/configmaps": resource.MustParse("0")},
+	}
+	if err := env.Client.Status().Update(testenv.Ctx(t), quota); err != nil {
+		t.Fatal(err)
+	}
+	before := namespaceState(t, dst)
+	out, err := lifeboat(t, "backup", "verify", name, "--restore-dry-run", "--namespace-mappings", src+":"+dst)
+	if err == nil || !strings.Contains(out, " RestoreWouldFail: ") || !strings.Contains(out, "configmaps "+dst+"/settings") ||
+		!strings.Contains(out, "exceeded quota") {
+		t.Fatalf("verify with a dry run that would fail: err %v\n%s", err, out)
+	}
+	if after := namespaceState(t, dst); !maps.Equal(before, after) {
+		t.Errorf("the verification's dry run changed namespace %s:\nbefore %v\nafter  %v", dst, before, after)
+	}
+	var restores v1.RestoreList
+	if err := env.Client.List(testenv.Ctx(t), &restores, client.InNamespace(env.Namespace), client.MatchingLabels{v1.BackupNameLabel: name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(restores.Items) != 1 || !restores.Items[0].Spec.DryRun || restores.Items[0].Status.DryRun == nil {
+		t.Fatalf("the verification's restores: %+v", restores.Items)
+	}
+	var b v1.Backup
+	if err := env.Client.Get(testenv.Ctx(t), clientKey(name), &b); err != nil {
+		t.Fatal(err)
+	}
+	if !hasCondition(b.Status.Conditions, v1.BackupConditionVerified, metav1.ConditionFalse) {
+		t.Errorf("conditions after a dry run that would fail: %+v", b.Status.Conditions)
+	}
+
+	out = mustLifeboat(t, "backup", "verify", name, "--restore-dry-run", "--namespace-mappings", src+":"+env.Name("vdnew"))
+	if !strings.Contains(out, " Verified: ") || !strings.Contains(out, "restore dry run ") || !strings.Contains(out, " 0 fail") {
+		t.Errorf("verify with a dry run into a new namespace:\n%s", out)
 	}
 }
