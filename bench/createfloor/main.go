@@ -8,6 +8,14 @@
 // purpose: the benchmark compares Lifeboat's restore against what a plain
 // client-go program does with the same objects, measured in the same run.
 //
+// With --dry-run every create is sent with dryRun=All: the API server
+// checks each object (schema, admission, quota, conflicts) and stores
+// nothing, as a restore dry run's creates are sent; that is the floor of
+// `lifeboat backup verify --restore-dry-run`. Such a dry run usually meets
+// target namespaces that exist (an object in a missing namespace cannot
+// be checked at all), so a namespace answered AlreadyExists is not an
+// error then.
+//
 // It prints one line, `objects=<n> namespaces=<n> read_seconds=<s>
 // create_seconds=<s> seconds=<s> peak_rss_kib=<k>`, where seconds covers
 // reading the archive and creating (not process start and client setup)
@@ -29,6 +37,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -56,6 +65,7 @@ type options struct {
 	workers     int
 	backupName  string
 	restoreName string
+	dryRun      bool
 }
 
 func main() {
@@ -68,6 +78,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 8, "concurrent creates")
 	flag.StringVar(&o.backupName, "backup-name", "", "value of the velero.io/backup-name label put on created objects")
 	flag.StringVar(&o.restoreName, "restore-name", "createfloor", "value of the velero.io/restore-name label put on created objects")
+	flag.BoolVar(&o.dryRun, "dry-run", false, "send every create with dryRun=All (nothing is stored); a namespace that already exists is then fine")
 	flag.Parse()
 	if o.kubeconfig == "" || o.archive == "" || o.suffix == "" || o.workers < 1 {
 		fmt.Fprintln(os.Stderr, "createfloor: --kubeconfig, --archive and a non-empty --suffix are required, and --workers must be at least 1")
@@ -118,24 +129,36 @@ func run(o options) (res result, err error) {
 	}
 	res.read = time.Since(start)
 
-	// Namespaces first: their ConfigMaps cannot be created before them.
 	start = time.Now()
-	ctx := context.Background()
-	if err := createAll(ctx, o.workers, namespaces, func(ctx context.Context, ns *corev1.Namespace) error {
-		_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		return res, err
-	}
-	if err := createAll(ctx, o.workers, configMaps, func(ctx context.Context, cm *corev1.ConfigMap) error {
-		_, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-		return err
-	}); err != nil {
+	if err := createObjects(context.Background(), cs, o, namespaces, configMaps); err != nil {
 		return res, err
 	}
 	res.create = time.Since(start)
 	res.namespaces, res.configMaps = len(namespaces), len(configMaps)
 	return res, nil
+}
+
+// createObjects creates the namespaces, then the ConfigMaps: a ConfigMap
+// cannot be created (nor checked, in a dry run) before its namespace
+// exists.
+func createObjects(ctx context.Context, cs kubernetes.Interface, o options, namespaces []*corev1.Namespace, configMaps []*corev1.ConfigMap) error {
+	opts := metav1.CreateOptions{}
+	if o.dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	if err := createAll(ctx, o.workers, namespaces, func(ctx context.Context, ns *corev1.Namespace) error {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, ns, opts)
+		if o.dryRun && apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	return createAll(ctx, o.workers, configMaps, func(ctx context.Context, cm *corev1.ConfigMap) error {
+		_, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, opts)
+		return err
+	})
 }
 
 // readArchive reads the namespaces and ConfigMaps to create from the
@@ -240,8 +263,9 @@ func prepare(m *metav1.ObjectMeta, o options) {
 }
 
 // createAll creates items with workers concurrent calls and stops at the
-// first error: the floor creates into fresh namespaces, so any refusal is
-// a fault of the benchmark, not something to work around.
+// first error: the floor creates into fresh namespaces (or, in a dry run,
+// checks against namespaces made for it), so any refusal is a fault of
+// the benchmark, not something to work around.
 func createAll[T metav1.Object](ctx context.Context, workers int, items []T, create func(context.Context, T) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
