@@ -45,6 +45,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -173,42 +174,10 @@ func main() {
 	// are stopped cleanly; Pdeathsig covers the case where we are killed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	results, restores, plugins, deletes, csis, fsRes, err := run(ctx, c)
-	if len(results) > 0 {
-		writeReport(os.Stdout, c, results)
-	}
-	if len(restores) > 0 {
-		if len(results) > 0 {
-			fmt.Fprintln(os.Stdout)
-		}
-		writeRestoreReport(os.Stdout, c, restores)
-	}
-	if len(plugins) > 0 {
-		if len(results)+len(restores) > 0 {
-			fmt.Fprintln(os.Stdout)
-		}
-		writePluginReport(os.Stdout, c, plugins)
-	}
-	if len(deletes) > 0 {
-		if len(results)+len(restores)+len(plugins) > 0 {
-			fmt.Fprintln(os.Stdout)
-		}
-		writeDeleteReport(os.Stdout, c, deletes)
-	}
-	if len(csis) > 0 {
-		if len(results)+len(restores)+len(plugins)+len(deletes) > 0 {
-			fmt.Fprintln(os.Stdout)
-		}
-		writeCSIReport(os.Stdout, c, csis)
-	}
-	if fsRes != nil {
-		if len(results)+len(restores)+len(plugins)+len(deletes)+len(csis) > 0 {
-			fmt.Fprintln(os.Stdout)
-		}
-		writeFSReport(os.Stdout, c, *fsRes)
-	}
-	if c.jsonOut != "" && (len(results)+len(restores)+len(plugins)+len(deletes)+len(csis) > 0 || fsRes != nil) {
-		if jerr := writeJSON(c.jsonOut, c, results, restores, plugins, deletes, csis, fsRes); jerr != nil {
+	res, err := run(ctx, c)
+	res.write(os.Stdout, c)
+	if c.jsonOut != "" && !res.empty() {
+		if jerr := writeJSON(c.jsonOut, c, res); jerr != nil {
 			fmt.Fprintln(os.Stderr, "backupbench:", jerr)
 		}
 	}
@@ -323,15 +292,51 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 	return nil
 }
 
+// results is everything measured, each measurement's sizes in order.
+type results struct {
+	backups  []sizeResult
+	restores []restoreSizeResult
+	plugins  []pluginSizeResult
+	deletes  []deleteSizeResult
+	csis     []csiSizeResult
+	fs       *fsResult
+}
+
+func (r results) empty() bool {
+	return len(r.backups)+len(r.restores)+len(r.plugins)+len(r.deletes)+len(r.csis) == 0 && r.fs == nil
+}
+
+// write prints the report of every measurement that measured something,
+// a blank line between them.
+func (r results) write(w io.Writer, c config) {
+	first := true
+	section := func(ok bool, write func()) {
+		if !ok {
+			return
+		}
+		if !first {
+			fmt.Fprintln(w)
+		}
+		first = false
+		write()
+	}
+	section(len(r.backups) > 0, func() { writeReport(w, c, r.backups) })
+	section(len(r.restores) > 0, func() { writeRestoreReport(w, c, r.restores) })
+	section(len(r.plugins) > 0, func() { writePluginReport(w, c, r.plugins) })
+	section(len(r.deletes) > 0, func() { writeDeleteReport(w, c, r.deletes) })
+	section(len(r.csis) > 0, func() { writeCSIReport(w, c, r.csis) })
+	section(r.fs != nil, func() { writeFSReport(w, c, *r.fs) })
+}
+
 // run measures every N in turn, each against a fresh cluster, backups
 // first, then restores, plugin overhead, deletions, CSI snapshots and
 // file-system backup, and returns what it measured even when a later N
 // fails.
-func run(ctx context.Context, c config) (results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult, csis []csiSizeResult, fsRes *fsResult, err error) {
+func run(ctx context.Context, c config) (res results, err error) {
 	if c.workDir == "" {
 		dir, err := os.MkdirTemp("", "lifeboat-bench-")
 		if err != nil {
-			return nil, nil, nil, nil, nil, nil, fmt.Errorf("creating work directory: %w", err)
+			return res, fmt.Errorf("creating work directory: %w", err)
 		}
 		c.workDir = dir
 		if !c.keep {
@@ -339,90 +344,85 @@ func run(ctx context.Context, c config) (results []sizeResult, restores []restor
 		}
 	}
 	logf("work directory %s", c.workDir)
-	results, restores, plugins, deletes, err = runConfigMaps(ctx, c)
-	if err != nil {
-		return results, restores, plugins, deletes, nil, nil, err
+	if err := runConfigMaps(ctx, c, &res); err != nil {
+		return res, err
 	}
 	for _, n := range c.csiSizes {
 		if err := ctx.Err(); err != nil {
-			return results, restores, plugins, deletes, csis, nil, err
+			return res, err
 		}
-		res, err := measureCSISize(ctx, c, n)
-		if len(res.Runs) > 0 {
-			csis = append(csis, res)
+		s, err := measureCSISize(ctx, c, n)
+		if len(s.Runs) > 0 {
+			res.csis = append(res.csis, s)
 		}
 		if err != nil {
-			return results, restores, plugins, deletes, csis, nil, fmt.Errorf("CSI N=%d: %w", n, err)
+			return res, fmt.Errorf("CSI N=%d: %w", n, err)
 		}
 	}
 	if c.fs() {
 		if err := ctx.Err(); err != nil {
-			return results, restores, plugins, deletes, csis, nil, err
+			return res, err
 		}
-		res, err := measureFS(ctx, c)
-		if len(res.Main.Runs) > 0 || res.Small != nil && len(res.Small.Runs) > 0 {
-			fsRes = &res
+		s, err := measureFS(ctx, c)
+		if len(s.Main.Runs) > 0 || s.Small != nil && len(s.Small.Runs) > 0 {
+			res.fs = &s
 		}
 		if err != nil {
-			return results, restores, plugins, deletes, csis, fsRes, fmt.Errorf("file-system backup: %w", err)
+			return res, fmt.Errorf("file-system backup: %w", err)
 		}
 	}
-	return results, restores, plugins, deletes, csis, fsRes, nil
+	return res, nil
 }
 
-// runConfigMaps runs the measurements over ConfigMaps.
-func runConfigMaps(ctx context.Context, c config) ([]sizeResult, []restoreSizeResult, []pluginSizeResult, []deleteSizeResult, error) {
-	var results []sizeResult
+// runConfigMaps runs the measurements over ConfigMaps into res.
+func runConfigMaps(ctx context.Context, c config, res *results) error {
 	for _, n := range c.sizes {
 		if err := ctx.Err(); err != nil {
-			return results, nil, nil, nil, err
+			return err
 		}
-		res, err := measureSize(ctx, c, n)
+		s, err := measureSize(ctx, c, n)
 		if err != nil {
-			return results, nil, nil, nil, fmt.Errorf("backup N=%d: %w", n, err)
+			return fmt.Errorf("backup N=%d: %w", n, err)
 		}
-		results = append(results, res)
+		res.backups = append(res.backups, s)
 	}
-	var restores []restoreSizeResult
 	for _, n := range c.restoreSizes {
 		if err := ctx.Err(); err != nil {
-			return results, restores, nil, nil, err
+			return err
 		}
-		res, err := measureRestoreSize(ctx, c, n)
+		s, err := measureRestoreSize(ctx, c, n)
 		if err != nil {
-			return results, restores, nil, nil, fmt.Errorf("restore N=%d: %w", n, err)
+			return fmt.Errorf("restore N=%d: %w", n, err)
 		}
-		restores = append(restores, res)
+		res.restores = append(res.restores, s)
 	}
-	var plugins []pluginSizeResult
 	for _, n := range c.pluginSizes {
 		if err := ctx.Err(); err != nil {
-			return results, restores, plugins, nil, err
+			return err
 		}
-		res, err := measurePluginSize(ctx, c, n)
+		s, err := measurePluginSize(ctx, c, n)
 		if err != nil {
 			// The pairs measured before the failure are still reported.
-			if len(res.Runs) > 0 {
-				plugins = append(plugins, res)
+			if len(s.Runs) > 0 {
+				res.plugins = append(res.plugins, s)
 			}
-			return results, restores, plugins, nil, fmt.Errorf("plugin N=%d: %w", n, err)
+			return fmt.Errorf("plugin N=%d: %w", n, err)
 		}
-		plugins = append(plugins, res)
+		res.plugins = append(res.plugins, s)
 	}
-	var deletes []deleteSizeResult
 	for _, n := range c.deleteSizes {
 		if err := ctx.Err(); err != nil {
-			return results, restores, plugins, deletes, err
+			return err
 		}
-		res, err := measureDeleteSize(ctx, c, n)
-		if len(res.Runs) > 0 {
-			deletes = append(deletes, res)
+		s, err := measureDeleteSize(ctx, c, n)
+		if len(s.Runs) > 0 {
+			res.deletes = append(res.deletes, s)
 		}
 		if err != nil {
-			return results, restores, plugins, deletes, fmt.Errorf("delete N=%d: %w", n, err)
+			return fmt.Errorf("delete N=%d: %w", n, err)
 		}
 	}
-	return results, restores, plugins, deletes, nil
+	return nil
 }
 
 // alternate runs the two sides of measured run i (counted from 0): the
@@ -481,7 +481,7 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-func writeJSON(path string, c config, results []sizeResult, restores []restoreSizeResult, plugins []pluginSizeResult, deletes []deleteSizeResult, csis []csiSizeResult, fsRes *fsResult) error {
+func writeJSON(path string, c config, res results) error {
 	data, err := json.MarshalIndent(struct {
 		Runs          int                 `json:"runs"`
 		Warmup        int                 `json:"warmup"`
@@ -494,7 +494,7 @@ func writeJSON(path string, c config, results []sizeResult, restores []restoreSi
 		Deletes       []deleteSizeResult  `json:"deletes,omitempty"`
 		CSI           []csiSizeResult     `json:"csi,omitempty"`
 		FS            *fsResult           `json:"fs,omitempty"`
-	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, results, restores, plugins, deletes, csis, fsRes}, "", "  ")
+	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, res.backups, res.restores, res.plugins, res.deletes, res.csis, res.fs}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)
 	}
