@@ -152,6 +152,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(or $(FUZZTIME),100000x) ./pkg/policy
 	$(GO) test -run '^$$' -fuzz '^FuzzSelectors$$' -fuzztime $(or $(FUZZTIME),70000x) ./internal/selection
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),100000x) ./internal/listpage
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),100000x) ./internal/jsonmap
+	$(GO) test -run '^$$' -fuzz '^FuzzEncode$$' -fuzztime $(or $(FUZZTIME),100000x) ./internal/jsonmap
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(or $(FUZZTIME),30000x) ./internal/integrity
 
 test-unit:
