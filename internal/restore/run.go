@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
 	"github.com/lifeboat-io/lifeboat/internal/hooks"
 	"github.com/lifeboat-io/lifeboat/internal/integrity"
+	"github.com/lifeboat-io/lifeboat/internal/jsonmap"
 	"github.com/lifeboat-io/lifeboat/internal/resourcelist"
 	"github.com/lifeboat-io/lifeboat/internal/results"
 	"github.com/lifeboat-io/lifeboat/internal/runlog"
@@ -410,13 +410,15 @@ func (r *run) restoreItem(ctx context.Context, gr schema.GroupResource, it spool
 		return it.Name, true
 	}
 	ns, name := r.tf.target(gr, it.Namespace, it.Name)
-	obj := &unstructured.Unstructured{}
-	// Integers stay int64: encoding/json would make every number a
-	// float64 and round those past 2^53 on the way back out.
-	if err := utiljson.Unmarshal(it.JSON, &obj.Object); err != nil {
+	// Integers stay int64 (jsonmap decodes as utiljson.Unmarshal does):
+	// encoding/json would make every number a float64 and round those
+	// past 2^53 on the way back out.
+	content, err := jsonmap.Decode(it.JSON)
+	if err != nil {
 		r.itemError(ns, gr, it.Name, fmt.Errorf("archive entry %q: decoding the stored item: %w", it.Path, err))
 		return "", false
 	}
+	obj := &unstructured.Unstructured{Object: content}
 	gv, err := checkStored(it, gr, obj)
 	if err != nil {
 		r.itemError(ns, gr, it.Name, err)
