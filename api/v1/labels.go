@@ -104,6 +104,9 @@ const (
 	// VerificationRestoreWouldFail: the files match, but the restore dry
 	// run found items that would fail (or could not run).
 	VerificationRestoreWouldFail = "RestoreWouldFail"
+	// VerificationSnapshotsMissing: the files match, but the CSI driver no
+	// longer has some of the backup's snapshots.
+	VerificationSnapshotsMissing = "SnapshotsMissing"
 
 	// BackupConditionStored is a Backup condition that Lifeboat sets to
 	// False when a backup wrote nothing at all to its storage location

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -178,4 +179,55 @@ func StoredAnnotations(vsc *snapshotv1.VolumeSnapshotContent) map[string]string 
 func RestoredName(restoreUID, vsName string) string {
 	sum := sha256.Sum256([]byte(restoreUID + "/" + vsName))
 	return hex.EncodeToString(sum[:])
+}
+
+// PreProvisionedContent is a VolumeSnapshotContent pointing at the storage
+// snapshot handle by itself: stored (a content as a backup stored it)
+// under name, without status or server-set metadata, with policy as its
+// deletionPolicy, without a class (what it does must not depend on one),
+// and bound to a VolumeSnapshot that cannot exist (the CRD requires the
+// reference; suffix makes it unique), with no UID, as Velero makes them.
+// The csi-snapshotter looks the handle up in the driver (ListSnapshots)
+// and records it in the status, or records that it is not found.
+func PreProvisionedContent(stored *unstructured.Unstructured, name, handle, policy, suffix string) *unstructured.Unstructured {
+	obj := stored.DeepCopy()
+	unstructured.RemoveNestedField(obj.Object, "status")
+	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+		"generation", "managedFields", "ownerReferences", "generateName", "selfLink", "finalizers"} {
+		unstructured.RemoveNestedField(obj.Object, "metadata", f)
+	}
+	obj.SetName(name)
+	spec, _, _ := unstructured.NestedMap(obj.Object, "spec")
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	spec["deletionPolicy"] = policy
+	spec["source"] = map[string]any{"snapshotHandle": handle}
+	delete(spec, "volumeSnapshotClassName")
+	spec["volumeSnapshotRef"] = map[string]any{
+		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+		"namespace": "ns-" + suffix, "name": "name-" + suffix,
+	}
+	obj.Object["spec"] = spec
+	return obj
+}
+
+// ContentHandle is the storage snapshot a stored content names: its
+// status (a dynamically made content, what Velero stores), else its
+// source (a pre-provisioned one).
+func ContentHandle(vsc *unstructured.Unstructured) string {
+	if h, _, _ := unstructured.NestedString(vsc.Object, "status", "snapshotHandle"); h != "" {
+		return h
+	}
+	h, _, _ := unstructured.NestedString(vsc.Object, "spec", "source", "snapshotHandle")
+	return h
+}
+
+// SnapshotNotFound reports whether the csi-snapshotter recorded on a
+// content that the driver does not have its snapshot.
+func SnapshotNotFound(vsc *unstructured.Unstructured) bool {
+	msg, _, _ := unstructured.NestedString(vsc.Object, "status", "error", "message")
+	// The first is the sidecar's words for an empty ListSnapshots answer,
+	// the second a driver that answers NotFound.
+	return strings.Contains(msg, "can not find snapshot") || strings.Contains(msg, "code = NotFound")
 }

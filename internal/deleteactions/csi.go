@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
+	"github.com/lifeboat-io/lifeboat/internal/csisnapshot"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
 )
 
@@ -375,15 +375,9 @@ func (a *CSISnapshotCleanup) waitContent(res dynamic.ResourceInterface, name str
 // deletion does not depend on one), and with the snapshotter's finalizer
 // from the start (so it cannot go before the sidecar has seen it).
 func TempContent(stored *unstructured.Unstructured, b *v1.Backup, handle string) *unstructured.Unstructured {
-	obj := stored.DeepCopy()
-	unstructured.RemoveNestedField(obj.Object, "status")
-	for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-		"generation", "managedFields", "ownerReferences", "generateName", "selfLink"} {
-		unstructured.RemoveNestedField(obj.Object, "metadata", f)
-	}
 	driver, _, _ := unstructured.NestedString(stored.Object, "spec", "driver")
 	digest := contentDigest(b, driver, handle)
-	obj.SetName("lifeboat-delete-" + digest)
+	obj := csisnapshot.PreProvisionedContent(stored, "lifeboat-delete-"+digest, handle, "Delete", digest)
 	obj.SetFinalizers([]string{ContentFinalizer})
 	labels := obj.GetLabels()
 	if labels == nil {
@@ -391,20 +385,6 @@ func TempContent(stored *unstructured.Unstructured, b *v1.Backup, handle string)
 	}
 	labels[TempContentLabel] = digest
 	obj.SetLabels(labels)
-	spec, _, _ := unstructured.NestedMap(obj.Object, "spec")
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	spec["deletionPolicy"] = "Delete"
-	spec["source"] = map[string]any{"snapshotHandle": handle}
-	delete(spec, "volumeSnapshotClassName")
-	// The reference must name a VolumeSnapshot (the CRD requires both
-	// fields); one that cannot exist, as Velero's does, with no UID.
-	spec["volumeSnapshotRef"] = map[string]any{
-		"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
-		"namespace": "ns-" + digest, "name": "name-" + digest,
-	}
-	obj.Object["spec"] = spec
 	return obj
 }
 
@@ -414,25 +394,12 @@ func contentDigest(b *v1.Backup, driver, handle string) string {
 	return hex.EncodeToString(h[:16])
 }
 
-// snapshotHandle is the storage snapshot a stored content names: its
-// status (a dynamically made content, what Velero stores), else its
-// source (a pre-provisioned one).
-func snapshotHandle(vsc *unstructured.Unstructured) string {
-	if h, _, _ := unstructured.NestedString(vsc.Object, "status", "snapshotHandle"); h != "" {
-		return h
-	}
-	h, _, _ := unstructured.NestedString(vsc.Object, "spec", "source", "snapshotHandle")
-	return h
-}
+// snapshotHandle is the storage snapshot a stored content names.
+func snapshotHandle(vsc *unstructured.Unstructured) string { return csisnapshot.ContentHandle(vsc) }
 
 // snapshotNotFound reports whether the sidecar recorded that the driver
 // does not have the content's snapshot (deleted already).
-func snapshotNotFound(vsc *unstructured.Unstructured) bool {
-	msg, _, _ := unstructured.NestedString(vsc.Object, "status", "error", "message")
-	// The first is the sidecar's words for an empty ListSnapshots answer,
-	// the second a driver that answers NotFound.
-	return strings.Contains(msg, "can not find snapshot") || strings.Contains(msg, "code = NotFound")
-}
+func snapshotNotFound(vsc *unstructured.Unstructured) bool { return csisnapshot.SnapshotNotFound(vsc) }
 
 func statusError(vsc *unstructured.Unstructured) string {
 	if vsc == nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/lifeboat-io/lifeboat/internal/podvolume/kopiapath"
 	"github.com/lifeboat-io/lifeboat/internal/podvolume/repository"
 	"github.com/lifeboat-io/lifeboat/internal/restore"
+	"github.com/lifeboat-io/lifeboat/internal/snapshotcheck"
 	"github.com/lifeboat-io/lifeboat/internal/storage/builtinplugin"
 	"github.com/lifeboat-io/lifeboat/internal/workdir"
 	"github.com/lifeboat-io/lifeboat/pkg/plugin/api"
@@ -181,7 +182,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		},
 		&controller.BackupVerifyReconciler{
 			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Limits: opts.ArchiveLimits,
-			Log: log.With("controller", "backupverify"),
+			Snapshots: &snapshotcheck.CSI{Dynamic: acc.Dynamic},
+			Log:       log.With("controller", "backupverify"),
 		},
 		&controller.BackupOperationsReconciler{
 			Client: mgr.GetClient(), APIReader: acc.Reader, Locations: resolver, Plugins: plugins,
