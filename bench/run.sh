@@ -2,7 +2,9 @@
 # Runs the backup and restore benchmarks: builds the two floor programs, the
 # orchestrator and the example BackupItemAction, makes sure bin/lifeboat is
 # current, and prints markdown tables of Lifeboat's backup and restore
-# throughput and memory against floors measured in the same run, of what
+# throughput and memory against floors measured in the same run, of a
+# backup's verification with a restore dry run against reading its tarball
+# plus the same dry-run creates (when BENCH_VERIFY_N is set), of what
 # one external BackupItemAction on every item costs a backup, of backup
 # deletion, of a backup and deletion of CSI snapshots against a plain
 # program's (bench/csifloor), and of a file-system backup of a volume of
@@ -13,6 +15,8 @@
 #   BENCH_SKIP_BACKUP  1: no backup throughput measurement
 #   BENCH_RESTORE_N    restore: comma-separated numbers of ConfigMaps (default 10000)
 #   BENCH_SKIP_RESTORE 1: no restore measurement
+#   BENCH_VERIFY_N     verify with a restore dry run: comma-separated numbers of ConfigMaps in the verified backup (default: none)
+#   BENCH_SKIP_VERIFY  1: no verify measurement, whatever BENCH_VERIFY_N says
 #   BENCH_PLUGIN_N     plugin overhead: comma-separated numbers of ConfigMaps (default 10000)
 #   BENCH_SKIP_PLUGIN  1: no plugin overhead measurement
 #   BENCH_DELETE_N     deletion: comma-separated numbers of ConfigMaps in the deleted backup (default 50000,100000)
@@ -54,6 +58,10 @@ trap 'rm -rf "$tools"' EXIT
 restore_n=${BENCH_RESTORE_N:-10000}
 if [[ "${BENCH_SKIP_RESTORE:-}" == 1 ]]; then
 	restore_n=
+fi
+verify_n=${BENCH_VERIFY_N:-}
+if [[ "${BENCH_SKIP_VERIFY:-}" == 1 ]]; then
+	verify_n=
 fi
 plugin_n=${BENCH_PLUGIN_N:-10000}
 if [[ "${BENCH_SKIP_PLUGIN:-}" == 1 ]]; then
@@ -109,6 +117,7 @@ fi
 args=(
 	-n "${BENCH_N:-2000,10000,50000}"
 	-restore-n "$restore_n"
+	-verify-n "$verify_n"
 	-runs "${BENCH_RUNS:-3}"
 	-warmup "${BENCH_WARMUP:-1}"
 	-restore-warmup "${BENCH_RESTORE_WARMUP:-0}"

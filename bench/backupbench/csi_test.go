@@ -60,12 +60,12 @@ func TestVolumeData(t *testing.T) {
 
 func TestCSIFlagsNeedTheFloor(t *testing.T) {
 	c := config{runs: 1, namespaces: 1, workers: 1, restoreWorkers: 1, lifeboatBin: "/bin/sh"}
-	err := c.validate("", "", "", "", "100")
+	err := c.validate("", "", "", "", "100", "")
 	if err == nil || !strings.Contains(err.Error(), "-csifloor") {
 		t.Errorf("validate without -csifloor = %v, want an error naming it", err)
 	}
 	c.csiFloorBin = "/bin/sh"
-	if err := c.validate("", "", "", "", "100"); err != nil || len(c.csiSizes) != 1 || c.csiSizes[0] != 100 {
+	if err := c.validate("", "", "", "", "100", ""); err != nil || len(c.csiSizes) != 1 || c.csiSizes[0] != 100 {
 		t.Errorf("validate = %v, sizes %v", err, c.csiSizes)
 	}
 }

@@ -13,6 +13,13 @@
 // create floor (a plain program that creates the same objects, read from the
 // same archive, through the API with the same concurrency).
 //
+// Verification (-verify-n): for each N, a fresh cluster with the same
+// objects is backed up once by Lifeboat; then a fresh server process
+// verifies that backup with a restore dry run into existing namespaces
+// (`backup verify --restore-dry-run --namespace-mappings`), alternating
+// with the create floor in dry-run mode (the same archive read, the same
+// creates sent with dryRun=All).
+//
 // Plugin overhead (-plugin-n): for each N, one populated cluster, and
 // pairs of backups of the same namespaces by a server started without
 // plugins and by one started with a plugin dir holding one external
@@ -62,6 +69,7 @@ import (
 type config struct {
 	sizes          []int
 	restoreSizes   []int
+	verifySizes    []int
 	pluginSizes    []int
 	deleteSizes    []int
 	csiSizes       []int
@@ -104,6 +112,7 @@ type config struct {
 
 func (c config) backup() bool   { return len(c.sizes) > 0 }
 func (c config) restore() bool  { return len(c.restoreSizes) > 0 }
+func (c config) verify() bool   { return len(c.verifySizes) > 0 }
 func (c config) plugin() bool   { return len(c.pluginSizes) > 0 }
 func (c config) deletion() bool { return len(c.deleteSizes) > 0 }
 func (c config) csi() bool      { return len(c.csiSizes) > 0 }
@@ -111,11 +120,12 @@ func (c config) fs() bool       { return c.fsBytes > 0 }
 
 func main() {
 	var c config
-	var sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes, serverArgs string
+	var sizes, restoreSizes, verifySizes, pluginSizes, deleteSizes, csiSizes, serverArgs string
 	var fsBytes, fsSmallBytes, nodeAgentArgs string
 	var skipBackup bool
 	flag.StringVar(&sizes, "n", "2000,10000,50000", "comma-separated numbers of ConfigMaps to back up, one measurement each")
 	flag.StringVar(&restoreSizes, "restore-n", "", "comma-separated numbers of ConfigMaps to restore, one measurement each (empty: no restore measurement)")
+	flag.StringVar(&verifySizes, "verify-n", "", "comma-separated numbers of ConfigMaps in a backup to verify with a restore dry run (backup verify --restore-dry-run), against -createfloor --dry-run, one measurement each (empty: no verify measurement)")
 	flag.StringVar(&deleteSizes, "delete-n", "", "comma-separated numbers of ConfigMaps in a backup to delete with two DeleteItemActions (-delete-plugin and a built-in), one measurement each (empty: no deletion measurement)")
 	flag.StringVar(&c.deletePluginBin, "delete-plugin", "", "the DeleteItemAction plugin binary (go build ./bench/deleteplugin); needed for -delete-n")
 	flag.StringVar(&csiSizes, "csi-n", "", "comma-separated numbers of CSI claims to back up with snapshots and delete, against -csifloor, one measurement each (empty: no CSI measurement)")
@@ -139,7 +149,7 @@ func main() {
 	flag.IntVar(&c.restoreWorkers, "restore-workers", 8, "concurrent creates of the create floor (Lifeboat's restore creates 8 items of a type at a time)")
 	flag.StringVar(&c.lifeboatBin, "lifeboat", "bin/lifeboat", "the lifeboat binary to run as the server")
 	flag.StringVar(&c.floorBin, "floor", "", "the backup floor binary (go build ./bench/floor); needed for -n")
-	flag.StringVar(&c.createFloorBin, "createfloor", "", "the create floor binary (go build ./bench/createfloor); needed for -restore-n")
+	flag.StringVar(&c.createFloorBin, "createfloor", "", "the create floor binary (go build ./bench/createfloor); needed for -restore-n and -verify-n")
 	flag.StringVar(&c.pluginBin, "plugin", "", "the BackupItemAction plugin binary (go build ./examples/plugins/annotate); needed for -plugin-n")
 	flag.StringVar(&serverArgs, "server-args", "", "extra arguments for `lifeboat server`, space-separated, after the benchmark's own (e.g. \"--client-qps=2000 --client-burst=2000\" to see what the rate limit costs)")
 	flag.StringVar(&c.workDir, "workdir", "", "where kubeconfigs, stores, archives and server logs go (default: a new temporary directory)")
@@ -147,7 +157,7 @@ func main() {
 	flag.StringVar(&c.jsonOut, "json", "", "also write the raw results as JSON to this file")
 	flag.DurationVar(&c.pause, "pause", 3*time.Second, "idle time before each measurement, so that client-side rate limiters refill and the API server settles (see README)")
 	flag.DurationVar(&c.backupTimeout, "backup-timeout", 30*time.Minute, "how long one backup may take before the benchmark gives up")
-	flag.DurationVar(&c.restoreTimeout, "restore-timeout", 30*time.Minute, "how long one restore (or create floor run) may take before the benchmark gives up")
+	flag.DurationVar(&c.restoreTimeout, "restore-timeout", 30*time.Minute, "how long one restore, verification or create floor run may take before the benchmark gives up")
 	flag.Parse()
 
 	// envtest logs through controller-runtime; without a logger it prints
@@ -164,7 +174,7 @@ func main() {
 		c.fsSmallBytes, err = parseBytes("-fs-small-bytes", fsSmallBytes)
 	}
 	if err == nil {
-		err = c.validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes)
+		err = c.validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes, verifySizes)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "backupbench:", err)
@@ -215,12 +225,15 @@ func parseSizes(flagName, s string) ([]int, error) {
 	return out, nil
 }
 
-func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes string) error {
+func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSizes, verifySizes string) error {
 	var err error
 	if c.sizes, err = parseSizes("-n", sizes); err != nil {
 		return err
 	}
 	if c.restoreSizes, err = parseSizes("-restore-n", restoreSizes); err != nil {
+		return err
+	}
+	if c.verifySizes, err = parseSizes("-verify-n", verifySizes); err != nil {
 		return err
 	}
 	if c.pluginSizes, err = parseSizes("-plugin-n", pluginSizes); err != nil {
@@ -233,8 +246,8 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 		return err
 	}
 	switch {
-	case !c.backup() && !c.restore() && !c.plugin() && !c.deletion() && !c.csi() && !c.fs():
-		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n, -plugin-n, -delete-n, -csi-n and -fs-bytes name no sizes")
+	case !c.backup() && !c.restore() && !c.verify() && !c.plugin() && !c.deletion() && !c.csi() && !c.fs():
+		return errors.New("nothing to measure: -n (or -skip-backup), -restore-n, -verify-n, -plugin-n, -delete-n, -csi-n and -fs-bytes name no sizes")
 	case c.runs < 1:
 		return errors.New("-runs must be at least 1")
 	case c.warmup < 0 || c.restoreWarmup < 0:
@@ -247,8 +260,8 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 		return errors.New("-workers and -restore-workers must be at least 1")
 	case c.backup() && c.floorBin == "":
 		return errors.New("-floor is required to measure backups (go build -o FLOOR ./bench/floor)")
-	case c.restore() && c.createFloorBin == "":
-		return errors.New("-createfloor is required to measure restores (go build -o CREATEFLOOR ./bench/createfloor)")
+	case (c.restore() || c.verify()) && c.createFloorBin == "":
+		return errors.New("-createfloor is required to measure restores and verifications (go build -o CREATEFLOOR ./bench/createfloor)")
 	case c.plugin() && c.pluginBin == "":
 		return errors.New("-plugin is required to measure plugin overhead (go build -o PLUGIN ./examples/plugins/annotate)")
 	case c.deletion() && c.deletePluginBin == "":
@@ -264,7 +277,7 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 	if c.backup() {
 		bins = append(bins, &c.floorBin)
 	}
-	if c.restore() {
+	if c.restore() || c.verify() {
 		bins = append(bins, &c.createFloorBin)
 	}
 	if c.plugin() {
@@ -296,6 +309,7 @@ func (c *config) validate(sizes, restoreSizes, pluginSizes, deleteSizes, csiSize
 type results struct {
 	backups  []sizeResult
 	restores []restoreSizeResult
+	verifies []verifySizeResult
 	plugins  []pluginSizeResult
 	deletes  []deleteSizeResult
 	csis     []csiSizeResult
@@ -303,7 +317,7 @@ type results struct {
 }
 
 func (r results) empty() bool {
-	return len(r.backups)+len(r.restores)+len(r.plugins)+len(r.deletes)+len(r.csis) == 0 && r.fs == nil
+	return len(r.backups)+len(r.restores)+len(r.verifies)+len(r.plugins)+len(r.deletes)+len(r.csis) == 0 && r.fs == nil
 }
 
 // write prints the report of every measurement that measured something,
@@ -322,6 +336,7 @@ func (r results) write(w io.Writer, c config) {
 	}
 	section(len(r.backups) > 0, func() { writeReport(w, c, r.backups) })
 	section(len(r.restores) > 0, func() { writeRestoreReport(w, c, r.restores) })
+	section(len(r.verifies) > 0, func() { writeVerifyReport(w, c, r.verifies) })
 	section(len(r.plugins) > 0, func() { writePluginReport(w, c, r.plugins) })
 	section(len(r.deletes) > 0, func() { writeDeleteReport(w, c, r.deletes) })
 	section(len(r.csis) > 0, func() { writeCSIReport(w, c, r.csis) })
@@ -329,7 +344,8 @@ func (r results) write(w io.Writer, c config) {
 }
 
 // run measures every N in turn, each against a fresh cluster, backups
-// first, then restores, plugin overhead, deletions, CSI snapshots and
+// first, then restores, verifications, plugin overhead, deletions, CSI
+// snapshots and
 // file-system backup, and returns what it measured even when a later N
 // fails.
 func run(ctx context.Context, c config) (res results, err error) {
@@ -395,6 +411,18 @@ func runConfigMaps(ctx context.Context, c config, res *results) error {
 			return fmt.Errorf("restore N=%d: %w", n, err)
 		}
 		res.restores = append(res.restores, s)
+	}
+	for _, n := range c.verifySizes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s, err := measureVerifySize(ctx, c, n)
+		if len(s.Runs) > 0 {
+			res.verifies = append(res.verifies, s)
+		}
+		if err != nil {
+			return fmt.Errorf("verify N=%d: %w", n, err)
+		}
 	}
 	for _, n := range c.pluginSizes {
 		if err := ctx.Err(); err != nil {
@@ -490,11 +518,12 @@ func writeJSON(path string, c config, res results) error {
 		ServerArgs    []string            `json:"serverArgs,omitempty"`
 		Results       []sizeResult        `json:"results,omitempty"`
 		Restores      []restoreSizeResult `json:"restores,omitempty"`
+		Verifies      []verifySizeResult  `json:"verifies,omitempty"`
 		Plugins       []pluginSizeResult  `json:"plugins,omitempty"`
 		Deletes       []deleteSizeResult  `json:"deletes,omitempty"`
 		CSI           []csiSizeResult     `json:"csi,omitempty"`
 		FS            *fsResult           `json:"fs,omitempty"`
-	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, res.backups, res.restores, res.plugins, res.deletes, res.csis, res.fs}, "", "  ")
+	}{c.runs, c.warmup, c.restoreWarmup, c.namespaces, c.serverArgs, res.backups, res.restores, res.verifies, res.plugins, res.deletes, res.csis, res.fs}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)
 	}

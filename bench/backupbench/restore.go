@@ -190,16 +190,27 @@ type createFloorRunner struct {
 	namespaces []string
 	workers    int
 	timeout    time.Duration
+	// dryRun sends every create with dryRun=All (createfloor --dry-run),
+	// into target namespaces that exist.
+	dryRun bool
 }
 
 // run creates the archive's objects with every bench namespace mapped to
 // <namespace><suffix>, timed from process start to exit: the same span as
 // a restore's create-to-Completed, reading of the archive included.
 func (f createFloorRunner) run(ctx context.Context, suffix string) (createFloorResult, error) {
-	label := "createfloor" + suffix
-	ch, err := runChild(ctx, f.bin, "create floor "+label, f.timeout,
-		"--kubeconfig", f.kubeconfig, "--archive", f.archive, "--namespaces", strings.Join(f.namespaces, ","),
-		"--suffix", suffix, "--workers", strconv.Itoa(f.workers), "--backup-name", f.backup, "--restore-name", label)
+	return f.runAs(ctx, suffix, "createfloor"+suffix)
+}
+
+// runAs is run with the velero.io/restore-name label value given: dry runs
+// all map to the same namespaces, and their runs are told apart by label.
+func (f createFloorRunner) runAs(ctx context.Context, suffix, label string) (createFloorResult, error) {
+	args := []string{"--kubeconfig", f.kubeconfig, "--archive", f.archive, "--namespaces", strings.Join(f.namespaces, ","),
+		"--suffix", suffix, "--workers", strconv.Itoa(f.workers), "--backup-name", f.backup, "--restore-name", label}
+	if f.dryRun {
+		args = append(args, "--dry-run")
+	}
+	ch, err := runChild(ctx, f.bin, "create floor "+label, f.timeout, args...)
 	if err != nil {
 		return createFloorResult{}, err
 	}
