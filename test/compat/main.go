@@ -13,6 +13,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 
@@ -30,6 +33,13 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == veleroStoreCommand {
+		if err := runVeleroStore(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	framework.NewServer().
 		// Velero's own plugins bind the command line this way: the host's
 		// --log-level and --features are read, any other flag is ignored.

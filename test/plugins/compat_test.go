@@ -1,7 +1,10 @@
 package plugins
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -95,6 +98,61 @@ func TestVeleroSDKPlugin(t *testing.T) {
 			t.Errorf("the Velero-SDK DeleteItemAction reports streaming (%v, %v); its calls must be unary", ok, ok && s.Streaming())
 		}
 	})
+}
+
+// TestVeleroReadsAndDeletesALifeboatBackup: Velero's own persistence code
+// (what its server restores, syncs and deletes with, run from the compat
+// binary over the same directory store) reads a backup Lifeboat wrote, with
+// Lifeboat's digests files beside Velero's, and its deletion removes every
+// file of it, Lifeboat's included.
+func TestVeleroReadsAndDeletesALifeboatBackup(t *testing.T) {
+	ns := env.NewNamespace(t, "veldel")
+	sampleApp(t, ns)
+	bsl, bucketDir := location(t, "compat.example.io/dirstore")
+	b := newBackup(t, bsl.Name, ns)
+	backupDir := filepath.Join(bucketDir, "lifeboat", "backups", b.Name)
+	files, err := os.ReadDir(backupDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lifeboatFiles []string
+	for _, f := range files {
+		if strings.Contains(f.Name(), "-lifeboat-") {
+			lifeboatFiles = append(lifeboatFiles, f.Name())
+		}
+	}
+	if len(lifeboatFiles) != 2 {
+		t.Fatalf("the backup wrote %v of Lifeboat's own files, want the digests and the item digests", lifeboatFiles)
+	}
+
+	cmd := exec.CommandContext(testenv.Ctx(t), filepath.Join(pluginDir, compatBinary), "velero-store",
+		filepath.Dir(bucketDir), filepath.Base(bucketDir), "lifeboat", b.Name)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("Velero's persistence code on a Lifeboat backup: %v\n%s", err, out)
+	}
+	for _, want := range []string{"metadata: " + b.Name + " phase Completed", "contents: ", "deleted"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("Velero's persistence code printed no %q:\n%s", want, out)
+		}
+	}
+	left := 0
+	err = filepath.WalkDir(backupDir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fs.SkipAll
+		}
+		if err == nil && !d.IsDir() {
+			left++
+			t.Errorf("Velero's deletion left %s", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left > 0 {
+		t.Errorf("%d files left", left)
+	}
 }
 
 // TestVeleroSDKObjectStoreConformance runs the storage conformance suite
