@@ -28,7 +28,6 @@ type dryRun struct {
 	// notable are the items to list first (fail, skip, update, unchecked);
 	// plain those that would simply be created. Each is bounded.
 	notable, plain []v1.RestoreDryRunItem
-	listed         int
 	// newNamespaces are the namespaces the restore would create; the API
 	// server refuses any create in a namespace that does not exist, so
 	// their items cannot be checked.
