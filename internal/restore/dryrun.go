@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,7 +60,8 @@ func (d *dryRun) add(gr schema.GroupResource, ns, name string, o v1.DryRunOutcom
 	if unchecked {
 		d.counts.Unchecked++
 	}
-	item := v1.RestoreDryRunItem{Resource: gr.String(), Namespace: ns, Name: name, Outcome: o, Message: reason}
+	// Clones: a decoded item's strings share its whole JSON text.
+	item := v1.RestoreDryRunItem{Resource: gr.String(), Namespace: strings.Clone(ns), Name: strings.Clone(name), Outcome: o, Message: reason}
 	if o == v1.DryRunCreate && !unchecked {
 		if len(d.plain) < v1.RestoreDryRunMaxItems {
 			d.plain = append(d.plain, item)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -89,7 +90,9 @@ func (r *run) rewriteOwners(obj *unstructured.Unstructured, info resourceInfo) {
 	}
 	if len(kept) < len(refs) {
 		r.mu.Lock()
-		r.fixups = append(r.fixups, ownerFixup{info: info, ns: obj.GetNamespace(), name: obj.GetName(), refs: refs})
+		// Clones: a decoded item's strings share its whole JSON text
+		// (jsonmap), which a fixup must not keep alive.
+		r.fixups = append(r.fixups, ownerFixup{info: info, ns: strings.Clone(obj.GetNamespace()), name: strings.Clone(obj.GetName()), refs: refs})
 		r.mu.Unlock()
 	}
 	obj.SetOwnerReferences(kept)
