@@ -3,6 +3,7 @@ package integrity
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -317,7 +318,7 @@ func TestReadingTellsAChangeBetweenCheckAndRead(t *testing.T) {
 	if _, err := io.ReadAll(r); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Finish(); err == nil || !strings.Contains(err.Error(), "changed while it was read") {
+	if err := r.Finish(); !errors.Is(err, ErrChanged) {
 		t.Fatalf("Finish = %v", err)
 	}
 	r = NewReading(bytes.NewReader(good), "bk.tar.gz", rep.Tarball)
@@ -362,4 +363,50 @@ func BenchmarkCheck(b *testing.B) {
 			}
 		}
 	})
+}
+
+// CheckAllButTarball leaves the tarball to its one reader: the small
+// files are checked, the tarball's recorded digest handed over, and a
+// changed tarball is caught by that reading.
+func TestCheckAllButTarballDefersTheTarball(t *testing.T) {
+	s := writeBackup(t, 20)
+	full := s.check(t)
+	rep, err := CheckAllButTarball(context.Background(), s.store, name, s.anchor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Verified() || !rep.TarballDeferred || rep.Tarball != full.Tarball || rep.Files != full.Files {
+		t.Fatalf("deferred check %+v, full check %+v", rep, full)
+	}
+	if !strings.Contains(rep.Summary(), "the tarball's checked as it is read") {
+		t.Errorf("summary %q", rep.Summary())
+	}
+	p := s.path(storage.BackupContentsFile(name))
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReading(bytes.NewReader(data), "bk.tar.gz", rep.Tarball)
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Finish(); err != nil {
+		t.Errorf("the untouched tarball: %v", err)
+	}
+	data[len(data)/3] ^= 0x01
+	r = NewReading(bytes.NewReader(data), "bk.tar.gz", rep.Tarball)
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Finish(); !errors.Is(err, ErrChanged) {
+		t.Errorf("a flipped byte: Finish = %v, want ErrChanged", err)
+	}
+	// A missing small file is still found without the tarball being read.
+	if err := os.Remove(s.path(storage.BackupMetadataFile)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = CheckAllButTarball(context.Background(), s.store, name, s.anchor)
+	if err != nil || rep.Verified() {
+		t.Errorf("velero-backup.json removed: %+v %v", rep, err)
+	}
 }

@@ -205,6 +205,11 @@ func (r *run) execute(ctx context.Context) (err error) {
 		err = tarball.Finish()
 	}
 	_ = rc.Close()
+	if err != nil && checked.SHA256 != "" {
+		if named := r.tarballDiffers(ctx); named != nil {
+			return named
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("reading the archive of backup %q: %w", r.b.Name, err)
 	}
