@@ -14,13 +14,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
 	"github.com/lifeboat-io/lifeboat/internal/archive"
@@ -69,6 +72,8 @@ func verifyPending(o client.Object) bool {
 func (r *BackupVerifyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Backup{}, builder.WithPredicates(predicate.NewPredicateFuncs(verifyPending))).
+		// A verification's dry run ending answers the verification.
+		Watches(&v1.Restore{}, handler.EnqueueRequestsFromMapFunc(verificationOf)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Named("backupverify").
 		Complete(r)
@@ -142,8 +147,18 @@ func (r *BackupVerifyReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{}, nil
 }
 
-// dryRunPoll is how often a verification looks at its dry run.
-const dryRunPoll = 2 * time.Second
+// dryRunPoll is how often a verification looks at its dry run besides
+// the Restore's own events (verificationOf), in case one is missed.
+const dryRunPoll = 30 * time.Second
+
+// verificationOf maps a verification's dry-run Restore to its Backup.
+func verificationOf(_ context.Context, o client.Object) []reconcile.Request {
+	rs, ok := o.(*v1.Restore)
+	if !ok || rs.Annotations[v1.VerifyRestoreAnnotation] == "" || !restoreEnded(rs.Status.Phase) {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rs.Namespace, Name: rs.Spec.BackupName}}}
+}
 
 // integrityAnswered returns the integrity check recorded for the request
 // token, when there is one.
