@@ -323,7 +323,7 @@ func hex4(b []byte) rune {
 func (d *decoder) number(raw []byte) (any, error) {
 	start := d.offset(raw)
 	s := d.text[start : start+len(raw)]
-	if bytes.IndexAny(raw, ".eE") < 0 {
+	if !bytes.ContainsAny(raw, ".eE") {
 		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return i, nil
 		}
