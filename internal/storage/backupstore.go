@@ -432,8 +432,37 @@ func (s *BackupStore) GetResourceList(ctx context.Context, name string) (map[str
 	return list, nil
 }
 
+// maxGzipJSONBytes bounds what one gzipped JSON file of a backup or
+// restore (volume information, snapshot lists, results, resource lists)
+// may unpack to. The largest Lifeboat writes, a resource list of 300,000
+// items, is about 15 MiB; the bound keeps a hostile store's gzip bomb from
+// filling the server's memory through a file decoded whole.
+var maxGzipJSONBytes int64 = 256 << 20
+
+// errGzipJSONTooLarge says a gzipped JSON file unpacked past the bound.
+var errGzipJSONTooLarge = errors.New("unpacks to more than the bound for such a file: not what a backup writes (a damaged or hostile store?)")
+
+// boundedReader fails once more than n bytes were read through it.
+type boundedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.n < 0 {
+		return 0, errGzipJSONTooLarge
+	}
+	n, err := b.r.Read(p)
+	b.n -= int64(n)
+	if b.n < 0 {
+		return n, errGzipJSONTooLarge
+	}
+	return n, err
+}
+
 // GetGzipJSON decodes the gzipped JSON at key (relative to the bucket) into
-// into. A missing key gives an error wrapping ErrNotFound.
+// into, refusing a file that unpacks past maxGzipJSONBytes. A missing key
+// gives an error wrapping ErrNotFound.
 func (s *BackupStore) GetGzipJSON(ctx context.Context, key string, into any) error {
 	rc, err := s.get(ctx, key)
 	if err != nil {
@@ -445,7 +474,10 @@ func (s *BackupStore) GetGzipJSON(ctx context.Context, key string, into any) err
 		return fmt.Errorf("decompress %s in %s: %w", key, s.location(), err)
 	}
 	defer gz.Close()
-	if err := json.NewDecoder(gz).Decode(into); err != nil {
+	if err := json.NewDecoder(&boundedReader{r: gz, n: maxGzipJSONBytes}).Decode(into); err != nil {
+		if errors.Is(err, errGzipJSONTooLarge) {
+			return fmt.Errorf("decode %s in %s: it %w (%d MiB)", key, s.location(), err, maxGzipJSONBytes>>20)
+		}
 		return fmt.Errorf("decode %s in %s: %w", key, s.location(), err)
 	}
 	return nil

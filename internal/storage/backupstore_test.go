@@ -492,3 +492,40 @@ func TestRemoveUnfinishedUploadsOfABackupAndARestore(t *testing.T) {
 		t.Errorf("on a store without the capability: error %v, want one wrapping errors.ErrUnsupported", err)
 	}
 }
+
+// A gzipped JSON file of a backup comes from the bucket: one that unpacks
+// past the bound (a gzip bomb: a few KiB that unpack to far more) is
+// refused with an error naming it, before it fills memory; one under it
+// decodes.
+func TestGetGzipJSONRefusesABomb(t *testing.T) {
+	defer storage.SetMaxGzipJSONBytes(1 << 20)()
+	s := newFSStore(t)
+	bs := storage.NewBackupStore(s, "b", "")
+	put := func(key string, body []byte) {
+		t.Helper()
+		var buf bytes.Buffer
+		gz := gzip.NewWriter(&buf)
+		if _, err := gz.Write(body); err != nil {
+			t.Fatal(err)
+		}
+		if err := gz.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutObject(t.Context(), "b", key, &buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A JSON string of 4 MiB of spaces' worth: valid JSON, far past 1 MiB.
+	bomb := append(append([]byte(`["`), bytes.Repeat([]byte("a"), 4<<20)...), `"]`...)
+	key := bs.BackupKey("b1", storage.BackupVolumeInfoFile("b1"))
+	put(key, bomb)
+	var v []string
+	err := bs.GetGzipJSON(t.Context(), key, &v)
+	if err == nil || !strings.Contains(err.Error(), storage.BackupVolumeInfoFile("b1")) || !strings.Contains(err.Error(), "unpacks to more than") {
+		t.Fatalf("a 4 MiB file under a 1 MiB bound: %v", err)
+	}
+	put(key, []byte(`["small"]`))
+	if err := bs.GetGzipJSON(t.Context(), key, &v); err != nil || len(v) != 1 {
+		t.Errorf("a small file: %v %v", v, err)
+	}
+}
