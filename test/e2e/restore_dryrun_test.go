@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -9,8 +8,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lifeboat-io/lifeboat/api/v1"
@@ -30,12 +31,15 @@ func namespaceState(t *testing.T, ns string) map[string]string {
 		if err := env.Client.List(testenv.Ctx(t), list, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
-		objs, err := metaItems(list)
+		err := meta.EachListItem(list, func(o runtime.Object) error {
+			m, err := meta.Accessor(o)
+			if err == nil {
+				state[kind+" "+m.GetName()] = m.GetResourceVersion()
+			}
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
-		}
-		for _, o := range objs {
-			state[kind+" "+o.GetName()] = o.GetResourceVersion()
 		}
 	}
 	var nsObj corev1.Namespace
@@ -44,39 +48,6 @@ func namespaceState(t *testing.T, ns string) map[string]string {
 	}
 	state["namespace"] = nsObj.ResourceVersion
 	return state
-}
-
-func metaItems(list client.ObjectList) ([]metav1.Object, error) {
-	var out []metav1.Object
-	switch l := list.(type) {
-	case *corev1.ConfigMapList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.SecretList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ServiceAccountList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ServiceList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *appsv1.DeploymentList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ResourceQuotaList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil, fmt.Errorf("unexpected list %T", list)
-	}
-	return out, nil
 }
 
 // TestRestoreDryRun: `restore create --dry-run` into a namespace where a
